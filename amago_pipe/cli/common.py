@@ -1,0 +1,59 @@
+"""Shared CLI plumbing: verbosity, the console, and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from amago_pipe.errors import AmagoPipeError
+
+
+@dataclass
+class Verbosity:
+    """Global flags: `--debug` and the -q/-v level (0 normal, <0 quiet, >0 verbose)."""
+
+    debug: bool = False
+    level: int = 0
+
+
+def console(stderr: bool = False) -> Any:
+    """A rich console (imported lazily)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+
+
+def error_exit(message: str, code: int) -> None:
+    """Print `error: message` (each extra line indented) to stderr and exit with `code`."""
+    lines = message.splitlines() or [message]
+    click.echo(f"error: {lines[0]}", err=True)
+    for line in lines[1:]:
+        click.echo(f"  {line}", err=True)
+    sys.exit(code)
+
+
+class AmagoGroup(click.Group):
+    """Click group that turns AmagoPipeError (and friends) into one message and an exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        debug = "--debug" in sys.argv[1:]
+        try:
+            return super().invoke(ctx)
+        except AmagoPipeError as e:
+            if debug:
+                raise
+            error_exit(str(e), e.exit_code)
+        except KeyboardInterrupt:
+            if debug:
+                raise
+            error_exit("interrupted", 130)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except OSError as e:
+            if debug:
+                raise
+            error_exit(f"{e.strerror or e}: {e.filename}" if getattr(e, "filename", None) else str(e), 1)
+        return None

@@ -1,0 +1,256 @@
+"""Strict construction of config dataclasses from plain YAML data, collecting every problem.
+
+Each problem names the dotted key path, what was found and what was expected, with a "did you
+mean" for misspelled keys and types. No torch, no click.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, Literal, Union
+
+from amago_pipe.config.base import Component
+from amago_pipe.errors import ConfigError, did_you_mean
+
+_MISSING = dataclasses.MISSING
+
+
+class FieldError(ValueError):
+    """Raised by a config's `__post_init__` to flag one of its own fields."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+class Problems:
+    """Accumulates `(path, message)` problems while a config is built."""
+
+    def __init__(self, locate: Callable[[str], str] | None = None):
+        self.items: list[tuple[str, str]] = []
+        self._locate = locate or (lambda path: "")
+
+    def add(self, path: str, message: str) -> None:
+        self.items.append((path, message))
+
+    def lines(self) -> list[str]:
+        out = []
+        for path, message in self.items:
+            where = self._locate(path)
+            out.append(f"{where}{path or '<root>'}: {message}")
+        return out
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise ConfigError(self.lines()[0], path=self.items[0][0], problems=self.lines())
+
+
+def join(path: str, key: str | int) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def describe(value: Any) -> str:
+    """How a found value is shown in a message: `'ten' (a string)`."""
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping", type(None): "null"}.get(type(value), type(value).__name__)
+    shown = repr(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    return f"{shown} ({kind})"
+
+
+def expected(tp: Any) -> str:
+    """Human name of a type annotation: `an integer`, `one of 'a', 'b'`."""
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        return "a boolean (true/false)"
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if tp is str:
+        return "a string"
+    if tp is type(None):
+        return "null"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (list, tuple):
+        return "a list"
+    if origin is dict:
+        return "a mapping"
+    if origin in (Union, types.UnionType):
+        return " or ".join(expected(a) for a in typing.get_args(tp))
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return str(tp)
+
+
+def build(cls: type, data: Any, problems: Problems, path: str = "") -> Any:
+    """Build `cls` from `data`; on a problem, record it and return None."""
+    if isinstance(cls, type) and issubclass(cls, Component):
+        return _build_component(cls, data, problems, path)
+    return _build_dataclass(cls, data, problems, path)
+
+
+def _build_component(base: type[Component], data: Any, problems: Problems, path: str) -> Any:
+    if not isinstance(data, dict):
+        problems.add(path, f"expected a mapping with a 'type' key, got {describe(data)}")
+        return None
+    kind = base.registry.kind
+    type_name = data.get("type")
+    if type_name is None:
+        problems.add(path, f"missing 'type' (known {kind} types: {', '.join(base.registry.names())})")
+        return None
+    if not isinstance(type_name, str):
+        problems.add(join(path, "type"), f"expected a string, got {describe(type_name)}")
+        return None
+    try:
+        target = resolve_component_class(base, type_name, join(path, "type"))
+    except ConfigError as e:
+        problems.add(join(path, "type"), str(e).split(": ", 1)[-1])
+        return None
+    return _build_dataclass(target, {**data, "type": type_name}, problems, path)
+
+
+def resolve_component_class(base: type[Component], type_name: str, where: str) -> type:
+    """The config class for `type_name`: registered, or a plugin (a config class or one with `Config`)."""
+    target = base.registry.get(type_name, where=where)
+    if not (isinstance(target, type) and dataclasses.is_dataclass(target)):
+        target = getattr(target, "Config", target)
+    if not (isinstance(target, type) and issubclass(target, base)):
+        raise ConfigError(
+            f"{where}: '{type_name}' is not a {base.registry.kind} config; a plugin must be a subclass of "
+            f"{base.__module__}.{base.__name__} or a class whose `Config` attribute is one",
+            path=where,
+        )
+    return target
+
+
+def _build_dataclass(cls: type, data: Any, problems: Problems, path: str) -> Any:
+    if not isinstance(data, dict):
+        problems.add(path, f"expected a mapping, got {describe(data)}")
+        return None
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    kwargs: dict[str, Any] = {}
+    ok = True
+    for key, value in data.items():
+        if key not in fields:
+            problems.add(
+                join(path, key),
+                f"unknown key '{key}' for {_config_name(cls)} (allowed: {', '.join(fields)})"
+                f"{did_you_mean(key, list(fields))}",
+            )
+            ok = False
+            continue
+        before = len(problems.items)
+        converted = convert(hints[key], value, problems, join(path, key))
+        if len(problems.items) > before:
+            ok = False
+        else:
+            kwargs[key] = converted
+    for name, f in fields.items():
+        if name not in data and f.default is _MISSING and f.default_factory is _MISSING:
+            problems.add(join(path, name), f"missing required key '{name}' ({expected(hints[name])})")
+            ok = False
+    if not ok:
+        return None
+    try:
+        return cls(**kwargs)
+    except FieldError as e:
+        problems.add(join(path, e.field), str(e))
+        return None
+    except (ValueError, TypeError, ConfigError) as e:
+        problems.add(path, str(e))
+        return None
+
+
+def _config_name(cls: type) -> str:
+    if issubclass(cls, Component) and hasattr(cls, "registry"):
+        return f"{cls.registry.kind}"
+    return cls.__name__
+
+
+def convert(tp: Any, value: Any, problems: Problems, path: str) -> Any:
+    """Check `value` against annotation `tp`, converting lists to tuples where asked."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        return _convert_union(tp, value, problems, path)
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value in allowed and type(value) is type(allowed[allowed.index(value)]):
+            return value
+        hint = did_you_mean(value, [str(a) for a in allowed]) if isinstance(value, str) else ""
+        problems.add(path, f"expected {expected(tp)}, got {describe(value)}{hint}")
+        return None
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return build(tp, value, problems, path)
+    if origin in (list, tuple):
+        return _convert_sequence(tp, value, problems, path)
+    if origin is dict:
+        if not isinstance(value, dict):
+            problems.add(path, f"expected a mapping, got {describe(value)}")
+            return None
+        key_tp, val_tp = typing.get_args(tp) or (Any, Any)
+        return {k: convert(val_tp, v, problems, join(path, k)) for k, v in value.items()}
+    return _convert_scalar(tp, value, problems, path)
+
+
+def _convert_union(tp: Any, value: Any, problems: Problems, path: str) -> Any:
+    options = typing.get_args(tp)
+    if value is None and type(None) in options:
+        return None
+    for option in options:
+        trial = Problems()
+        result = convert(option, value, trial, path)
+        if not trial.items:
+            return result
+    non_null = [o for o in options if o is not type(None)]
+    if len(non_null) == 1:  # Optional[X]: report X's own, more precise problem
+        return convert(non_null[0], value, problems, path)
+    problems.add(path, f"expected {expected(tp)}, got {describe(value)}")
+    return None
+
+
+def _convert_sequence(tp: Any, value: Any, problems: Problems, path: str) -> Any:
+    if not isinstance(value, list | tuple):
+        problems.add(path, f"expected a list, got {describe(value)}")
+        return None
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is tuple and args and args[-1] is not Ellipsis:
+        if len(value) != len(args):
+            problems.add(path, f"expected a list of {len(args)} items, got {len(value)}")
+            return None
+        return tuple(convert(a, v, problems, join(path, i)) for i, (a, v) in enumerate(zip(args, value, strict=True)))
+    item_tp = args[0] if args else Any
+    items = [convert(item_tp, v, problems, join(path, i)) for i, v in enumerate(value)]
+    return tuple(items) if typing.get_origin(tp) is tuple else items
+
+
+def _convert_scalar(tp: Any, value: Any, problems: Problems, path: str) -> Any:
+    if tp is bool:
+        ok = isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok:
+            return float(value)
+    elif tp is str:
+        ok = isinstance(value, str)
+    elif tp is type(None):
+        ok = value is None
+    else:
+        ok = isinstance(value, tp)
+    if not ok:
+        hint = ""
+        if tp in (int, float) and isinstance(value, str):
+            hint = " (write numbers without quotes; underscores like 10_000 are fine)"
+        problems.add(path, f"expected {expected(tp)}, got {describe(value)}{hint}")
+        return None
+    return value

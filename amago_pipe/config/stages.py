@@ -1,0 +1,18 @@
+"""Base config of a pipeline stage; each stage type subclasses it with its own fields."""
+
+from __future__ import annotations
+
+from amago_pipe.config.base import Component, config
+from amago_pipe.config.registries import STAGES
+
+
+@config
+class StageConfig(Component):
+    """One named stage of a pipeline; `type` picks the stage kind."""
+
+    registry = STAGES
+
+    needs: list[str] | None = None
+    """Stages that must run before this one (default: the previous stage in the file; [] for none)."""
+    description: str = ""
+    """Free text shown by `amago-pipe plan`."""

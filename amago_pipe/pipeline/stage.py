@@ -1,0 +1,107 @@
+"""What a stage implementation sees: the `Stage` base class and its `StageContext`.
+
+Stage types (convert, collect, relabel, train, evaluate, export, user classes) subclass `Stage`.
+The engine owns fingerprints, the lock file and the run directory; a stage only does its work
+inside `ctx.out_dir` (and the shared store) and checks `ctx.check_stop()` now and then.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from amago_pipe.config.pipeline import PipelineConfig
+from amago_pipe.config.stages import StageConfig
+from amago_pipe.errors import ConfigError, Interrupted
+
+
+class ProgressTask(Protocol):
+    """A live progress bar of one piece of work."""
+
+    def advance(self, n: float = 1) -> None: ...
+    def update(self, *, completed: float | None = None, total: float | None = None, **fields: Any) -> None: ...
+
+
+class _SilentTask:
+    def advance(self, n: float = 1) -> None:
+        pass
+
+    def update(self, *, completed: float | None = None, total: float | None = None, **fields: Any) -> None:
+        pass
+
+
+@dataclass
+class StageContext:
+    """Everything a running stage may use; built by the engine for each stage run."""
+
+    name: str
+    out_dir: Path
+    """This stage's output folder `runs/<name>/stages/<stage>/`; it holds whatever the stage writes."""
+    pipeline: PipelineConfig
+    run_dir: Path
+    upstream: dict[str, Path]
+    """Output folders of the stages this one `needs`, by stage name."""
+    resume: bool = False
+    """True when a resumable stage finds its previous, interrupted output in `out_dir`."""
+    seed: int = 0
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("amago_pipe.stage"))
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    progress_factory: Any = None
+    """Callable `(description, total, unit) -> context manager of ProgressTask`, set by the engine."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def store(self) -> str:
+        """The pipeline's store path/URL (relative paths are taken from the working directory)."""
+        if not self.pipeline.store:
+            raise ConfigError(
+                f"stages.{self.name}: this stage needs a store; set `store:` at the top of the pipeline",
+                path="store",
+            )
+        return self.pipeline.store
+
+    def should_stop(self) -> bool:
+        """True once the run was asked to stop (SIGINT/SIGTERM)."""
+        return self.stop_event.is_set()
+
+    def check_stop(self) -> None:
+        """Raise `Interrupted` if the run was asked to stop; call between units of work."""
+        if self.stop_event.is_set():
+            raise Interrupted(f"stage '{self.name}' stopped on request")
+
+    @contextmanager
+    def progress(self, description: str, total: float | None = None, unit: str = "it") -> Iterator[ProgressTask]:
+        """A live progress bar (silent when the console is quiet or not a terminal)."""
+        if self.progress_factory is None:
+            yield _SilentTask()
+            return
+        with self.progress_factory(description, total, unit) as task:
+            yield task
+
+
+class Stage:
+    """Base class of stage implementations; a config class names its implementation in `impl`."""
+
+    resumable: ClassVar[bool] = False
+    """True when the stage can continue from its own partial output (e.g. checkpoints)."""
+
+    def __init__(self, config: StageConfig, ctx: StageContext):
+        self.config = config
+        self.ctx = ctx
+
+    def input_fingerprints(self) -> dict[str, str]:
+        """Hashes of inputs outside the run directory (a source file, a store partition)."""
+        return {}
+
+    def output_fingerprints(self) -> dict[str, str]:
+        """Hashes of outputs outside the stage folder (e.g. the store partition it wrote)."""
+        return {}
+
+    def run(self) -> dict[str, Any]:
+        """Do the work; return summary metrics (the first one is shown in the summary table)."""
+        raise NotImplementedError

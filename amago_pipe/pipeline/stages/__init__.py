@@ -1,0 +1,1 @@
+"""amago_pipe.pipeline.stages."""

@@ -1,0 +1,247 @@
+"""DataSpec: what a dataset or environment looks like (observation keys, action space, goals).
+
+The spec is stored with the data and is the only source of shapes; YAML carries hyperparameters.
+Leaf module: numpy only (gymnasium is imported lazily inside `from_spaces`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from amago_pipe.errors import DataError
+
+ActionKind = Literal["discrete", "continuous", "multibinary", "multidiscrete"]
+KEY_SEP = "/"
+"""Separator used when nested Dict/Tuple observation spaces are flattened to named keys."""
+DEFAULT_OBS_KEY = "observation"
+"""Key given to a non-dict observation space."""
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """Shape and dtype of one per-timestep array (without the time axis)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    low: float | None = None
+    high: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shape": list(self.shape), "dtype": self.dtype, "low": self.low, "high": self.high}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ArraySpec:
+        return cls(tuple(int(s) for s in d["shape"]), str(d["dtype"]), d.get("low"), d.get("high"))
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """The action space: kind and size. Discrete actions are stored as integer ids."""
+
+    kind: ActionKind
+    shape: tuple[int, ...]
+    """Per-step stored shape: () for discrete, (A,) otherwise."""
+    n: int = 0
+    """Number of choices (discrete) or of binary outputs (multibinary)."""
+    nvec: tuple[int, ...] = ()
+    """Choices per sub-action (multidiscrete)."""
+    low: tuple[float, ...] = ()
+    high: tuple[float, ...] = ()
+
+    @property
+    def dim(self) -> int:
+        """Width of the action vector the networks see (one-hot for discrete kinds)."""
+        if self.kind == "discrete":
+            return self.n
+        if self.kind == "multidiscrete":
+            return int(sum(self.nvec))
+        return int(np.prod(self.shape)) if self.shape else 1
+
+    @property
+    def dtype(self) -> str:
+        return "float32" if self.kind == "continuous" else "int64"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "shape": list(self.shape),
+            "n": self.n,
+            "nvec": list(self.nvec),
+            "low": list(self.low),
+            "high": list(self.high),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ActionSpec:
+        return cls(
+            kind=d["kind"],
+            shape=tuple(int(s) for s in d["shape"]),
+            n=int(d.get("n", 0)),
+            nvec=tuple(int(v) for v in d.get("nvec", ())),
+            low=tuple(float(v) for v in d.get("low", ())),
+            high=tuple(float(v) for v in d.get("high", ())),
+        )
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Observation keys, action space and optional goal fields of a dataset or environment."""
+
+    observations: dict[str, ArraySpec]
+    action: ActionSpec
+    goals: dict[str, ArraySpec] = field(default_factory=dict)
+    """Optional `achieved_goal` / `desired_goal` arrays used by hindsight relabeling."""
+
+    @property
+    def rl2_dim(self) -> int:
+        """Width of `rl2 = [previous reward, previous action]`."""
+        return 1 + self.action.dim
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "observations": {k: v.to_json() for k, v in self.observations.items()},
+            "action": self.action.to_json(),
+            "goals": {k: v.to_json() for k, v in self.goals.items()},
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> DataSpec:
+        try:
+            return cls(
+                observations={k: ArraySpec.from_json(v) for k, v in d["observations"].items()},
+                action=ActionSpec.from_json(d["action"]),
+                goals={k: ArraySpec.from_json(v) for k, v in d.get("goals", {}).items()},
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"malformed data spec ({e!r}); expected keys observations/action") from e
+
+    def check_compatible(self, other: DataSpec, *, what: str = "data", against: str = "store") -> None:
+        """Raise DataError naming the first field where `other` disagrees with this spec."""
+        problems = []
+        mine, theirs = set(self.observations), set(other.observations)
+        if mine != theirs:
+            problems.append(
+                f"observation keys differ: {against} has {sorted(mine)}, {what} has {sorted(theirs)}"
+            )
+        for key in sorted(mine & theirs):
+            a, b = self.observations[key], other.observations[key]
+            if a.shape != b.shape or a.dtype != b.dtype:
+                problems.append(
+                    f"observations['{key}']: {against} has shape {a.shape} {a.dtype}, "
+                    f"{what} has shape {b.shape} {b.dtype}"
+                )
+        a_act, b_act = self.action, other.action
+        if (a_act.kind, a_act.shape, a_act.n, a_act.nvec) != (b_act.kind, b_act.shape, b_act.n, b_act.nvec):
+            problems.append(
+                f"action: {against} has {describe_action(a_act)}, {what} has {describe_action(b_act)}"
+            )
+        if set(self.goals) != set(other.goals):
+            problems.append(f"goal fields differ: {against} has {sorted(self.goals)}, {what} has {sorted(other.goals)}")
+        if problems:
+            raise DataError(f"{what} does not match the {against}'s data spec: " + "; ".join(problems))
+
+
+def describe_action(a: ActionSpec) -> str:
+    """Short human description, e.g. `discrete(2)` or `continuous(6,)`."""
+    if a.kind == "discrete":
+        return f"discrete({a.n})"
+    if a.kind == "multidiscrete":
+        return f"multidiscrete{list(a.nvec)}"
+    return f"{a.kind}{a.shape}"
+
+
+def from_spaces(observation_space: Any, action_space: Any) -> DataSpec:
+    """Build a DataSpec from gymnasium spaces; nested Dict/Tuple observations are flattened."""
+    return DataSpec(observations=flatten_space(observation_space), action=action_spec(action_space))
+
+
+def action_spec(space: Any) -> ActionSpec:
+    """ActionSpec of a gymnasium action space (Box, Discrete, MultiBinary, MultiDiscrete)."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Discrete):
+        if int(space.start) != 0:
+            raise DataError(f"Discrete action spaces must start at 0 (got start={space.start})")
+        return ActionSpec("discrete", (), n=int(space.n))
+    if isinstance(space, spaces.Box):
+        low = np.broadcast_to(space.low, space.shape).astype(np.float64).ravel()
+        high = np.broadcast_to(space.high, space.shape).astype(np.float64).ravel()
+        return ActionSpec(
+            "continuous", tuple(int(s) for s in space.shape), low=tuple(low.tolist()), high=tuple(high.tolist())
+        )
+    if isinstance(space, spaces.MultiBinary):
+        shape = tuple(int(s) for s in np.atleast_1d(space.n))
+        return ActionSpec("multibinary", shape, n=int(np.prod(shape)))
+    if isinstance(space, spaces.MultiDiscrete):
+        nvec = tuple(int(v) for v in np.asarray(space.nvec).ravel())
+        return ActionSpec("multidiscrete", (len(nvec),), nvec=nvec)
+    raise DataError(
+        f"unsupported action space {type(space).__name__}; expected Box, Discrete, MultiBinary or MultiDiscrete"
+    )
+
+
+def flatten_space(space: Any, prefix: str = "") -> dict[str, ArraySpec]:
+    """Flatten a (possibly nested) observation space to `{key: ArraySpec}` with '/'-joined keys."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Dict):
+        out: dict[str, ArraySpec] = {}
+        for k, sub in space.spaces.items():
+            out.update(flatten_space(sub, f"{prefix}{k}{KEY_SEP}"))
+        return out
+    if isinstance(space, spaces.Tuple):
+        out = {}
+        for i, sub in enumerate(space.spaces):
+            out.update(flatten_space(sub, f"{prefix}{i}{KEY_SEP}"))
+        return out
+    key = prefix[: -len(KEY_SEP)] if prefix else DEFAULT_OBS_KEY
+    if isinstance(space, spaces.Box):
+        low, high = np.min(space.low), np.max(space.high)
+        return {
+            key: ArraySpec(
+                tuple(int(s) for s in space.shape),
+                np.dtype(space.dtype).name,
+                float(low) if np.isfinite(low) else None,
+                float(high) if np.isfinite(high) else None,
+            )
+        }
+    if isinstance(space, spaces.Discrete):
+        return {key: ArraySpec((), "int64", float(space.start), float(space.start + space.n - 1))}
+    if isinstance(space, spaces.MultiBinary):
+        return {key: ArraySpec(tuple(int(s) for s in np.atleast_1d(space.n)), "int8", 0.0, 1.0)}
+    if isinstance(space, spaces.MultiDiscrete):
+        return {key: ArraySpec(tuple(int(s) for s in np.shape(space.nvec)), "int64", 0.0, float(np.max(space.nvec) - 1))}
+    raise DataError(f"unsupported observation space {type(space).__name__} at '{key}'")
+
+
+def flatten_obs(obs: Any, prefix: str = "") -> dict[str, np.ndarray]:
+    """Flatten a nested observation (dicts/tuples of arrays) the same way as `flatten_space`."""
+    if isinstance(obs, dict):
+        out: dict[str, np.ndarray] = {}
+        for k, v in obs.items():
+            out.update(flatten_obs(v, f"{prefix}{k}{KEY_SEP}"))
+        return out
+    if isinstance(obs, tuple):
+        out = {}
+        for i, v in enumerate(obs):
+            out.update(flatten_obs(v, f"{prefix}{i}{KEY_SEP}"))
+        return out
+    key = prefix[: -len(KEY_SEP)] if prefix else DEFAULT_OBS_KEY
+    return {key: np.asarray(obs)}
+
+
+def unflatten_obs(flat: dict[str, Any]) -> Any:
+    """Inverse of `flatten_obs` for Dict nesting (Tuple levels come back as dicts keyed '0', '1', ...)."""
+    if set(flat) == {DEFAULT_OBS_KEY}:
+        return flat[DEFAULT_OBS_KEY]
+    nested: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = nested
+        *parents, leaf = key.split(KEY_SEP)
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return nested
