@@ -22,15 +22,11 @@ def import_path(path: str, *, what: str = "object", where: str | None = None) ->
     prefix = f"{where}: " if where else ""
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
-        raise ConfigError(
-            f"{prefix}'{path}' is not an import path; expected 'package.module:Name'", path=where
-        )
+        raise ConfigError(f"{prefix}'{path}' is not an import path; expected 'package.module:Name'", path=where)
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as e:
-        raise ConfigError(
-            f"{prefix}cannot import module '{module_name}' for {what} '{path}' ({e})", path=where
-        ) from e
+        raise ConfigError(f"{prefix}cannot import module '{module_name}' for {what} '{path}' ({e})", path=where) from e
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -81,8 +77,7 @@ class Registry(Generic[T]):
             prefix = f"{where}: " if where else ""
             known = ", ".join(sorted(self._entries)) or "none registered"
             raise ConfigError(
-                f"{prefix}unknown {self.kind} '{name}' (known: {known})"
-                f"{did_you_mean(name, list(self._entries))}",
+                f"{prefix}unknown {self.kind} '{name}' (known: {known}){did_you_mean(name, list(self._entries))}",
                 path=where,
             )
         entry = self._entries[name]

@@ -123,9 +123,7 @@ class DataSpec:
         problems = []
         mine, theirs = set(self.observations), set(other.observations)
         if mine != theirs:
-            problems.append(
-                f"observation keys differ: {against} has {sorted(mine)}, {what} has {sorted(theirs)}"
-            )
+            problems.append(f"observation keys differ: {against} has {sorted(mine)}, {what} has {sorted(theirs)}")
         for key in sorted(mine & theirs):
             a, b = self.observations[key], other.observations[key]
             if a.shape != b.shape or a.dtype != b.dtype:
@@ -135,9 +133,7 @@ class DataSpec:
                 )
         a_act, b_act = self.action, other.action
         if (a_act.kind, a_act.shape, a_act.n, a_act.nvec) != (b_act.kind, b_act.shape, b_act.n, b_act.nvec):
-            problems.append(
-                f"action: {against} has {describe_action(a_act)}, {what} has {describe_action(b_act)}"
-            )
+            problems.append(f"action: {against} has {describe_action(a_act)}, {what} has {describe_action(b_act)}")
         if set(self.goals) != set(other.goals):
             problems.append(f"goal fields differ: {against} has {sorted(self.goals)}, {what} has {sorted(other.goals)}")
         if problems:
@@ -213,7 +209,9 @@ def flatten_space(space: Any, prefix: str = "") -> dict[str, ArraySpec]:
     if isinstance(space, spaces.MultiBinary):
         return {key: ArraySpec(tuple(int(s) for s in np.atleast_1d(space.n)), "int8", 0.0, 1.0)}
     if isinstance(space, spaces.MultiDiscrete):
-        return {key: ArraySpec(tuple(int(s) for s in np.shape(space.nvec)), "int64", 0.0, float(np.max(space.nvec) - 1))}
+        return {
+            key: ArraySpec(tuple(int(s) for s in np.shape(space.nvec)), "int64", 0.0, float(np.max(space.nvec) - 1))
+        }
     raise DataError(f"unsupported observation space {type(space).__name__} at '{key}'")
 
 

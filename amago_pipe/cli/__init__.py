@@ -6,7 +6,6 @@ level, so `amago-pipe --help` and `validate` start fast.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
@@ -28,7 +27,6 @@ def main(ctx: click.Context, debug: bool, quiet: int, verbose: int) -> None:
     `amago-pipe run pipeline.yaml`; unchanged stages are skipped, interrupted ones resumed.
     """
     ctx.obj = Verbosity(debug=debug, level=verbose - quiet)
-    ctx.call_on_close(lambda: None)
 
 
 def _attach(group: Any) -> None:
@@ -40,6 +38,3 @@ def _attach(group: Any) -> None:
 
 _attach(main)
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

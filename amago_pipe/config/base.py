@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import itertools
 import textwrap
 from functools import cache
 from typing import Any, ClassVar
@@ -35,9 +36,11 @@ class Component:
 
     def implementation(self) -> Any:
         """Import and return the implementation class named by `impl`."""
-        if not self.impl:
-            raise TypeError(f"{type(self).__name__} names no implementation")
-        return import_path(self.impl, what=self.registry.kind)
+        if self.impl:
+            return import_path(self.impl, what=self.registry.kind)
+        if ":" in self.type:  # plugin given as its implementation class, whose `Config` is this config
+            return import_path(self.type, what=self.registry.kind)
+        raise TypeError(f"{type(self).__name__} names no implementation (set `impl`)")
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)
@@ -66,7 +69,7 @@ def field_docs(cls: type) -> dict[str, str]:
         except (OSError, TypeError, SyntaxError):
             continue
         body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for node, nxt in zip(body, body[1:], strict=False):
+        for node, nxt in itertools.pairwise(body):
             if (
                 isinstance(node, ast.AnnAssign)
                 and isinstance(node.target, ast.Name)

@@ -54,8 +54,15 @@ def join(path: str, key: str | int) -> str:
 
 def describe(value: Any) -> str:
     """How a found value is shown in a message: `'ten' (a string)`."""
-    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "a mapping", type(None): "null"}.get(type(value), type(value).__name__)
+    kind = {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
     shown = repr(value)
     if len(shown) > 40:
         shown = shown[:37] + "..."
@@ -196,7 +203,7 @@ def convert(tp: Any, value: Any, problems: Problems, path: str) -> Any:
         if not isinstance(value, dict):
             problems.add(path, f"expected a mapping, got {describe(value)}")
             return None
-        key_tp, val_tp = typing.get_args(tp) or (Any, Any)
+        _key_tp, val_tp = typing.get_args(tp) or (Any, Any)
         return {k: convert(val_tp, v, problems, join(path, k)) for k, v in value.items()}
     return _convert_scalar(tp, value, problems, path)
 

@@ -32,8 +32,7 @@ class PipelineConfig:
     def __post_init__(self) -> None:
         if self.version != FORMAT_VERSION:
             raise FieldError(
-                "version",
-                f"version {self.version} is not supported by this amago-pipe (supported: {FORMAT_VERSION})"
+                "version", f"version {self.version} is not supported by this amago-pipe (supported: {FORMAT_VERSION})"
             )
         if not STAGE_NAME.match(self.name):
             raise FieldError("name", f"'{self.name}' must be letters, digits, '_' or '-' (it names the run directory)")

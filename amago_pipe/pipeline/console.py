@@ -1,0 +1,134 @@
+"""Console output of a run: the plan header, live progress bars per stage, and the summary table."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from amago_pipe.config.loader import LoadedPipeline
+from amago_pipe.pipeline.lockfile import LockFile, StageRecord
+from amago_pipe.pipeline.runner import Decision
+
+ACTION_STYLE = {"run": "bold yellow", "resume": "bold cyan", "skip": "green", "excluded": "dim"}
+STATUS_STYLE = {"done": "green", "failed": "bold red", "interrupted": "yellow", "running": "cyan"}
+
+
+def styled(text: str, style: str) -> str:
+    """Rich markup for `text` in `style` (plain text when there is no style)."""
+    return f"[{style}]{text}[/]" if style else text
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, sec = divmod(int(seconds), 60)
+    return f"{minutes}m{sec:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+def format_metric(metrics: dict[str, Any]) -> str:
+    if not metrics:
+        return ""
+    key, value = next(iter(metrics.items()))
+    if isinstance(value, float):
+        value = f"{value:.4g}"
+    return f"{key}={value}"
+
+
+class _Task:
+    def __init__(self, progress: Progress, task_id: Any):
+        self.progress, self.task_id = progress, task_id
+
+    def advance(self, n: float = 1) -> None:
+        self.progress.advance(self.task_id, n)
+
+    def update(self, *, completed: float | None = None, total: float | None = None, **fields: Any) -> None:
+        info = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in fields.items())
+        self.progress.update(self.task_id, completed=completed, total=total, info=info)
+
+
+class RichReporter:
+    """Prints the plan, progress and summary of a run; `level` < 0 is quiet."""
+
+    def __init__(self, console: Console | None = None, level: int = 0, plan_only: bool = False):
+        self.console = console or Console(stderr=False, highlight=False)
+        self.level = level
+        self.plan_only = plan_only
+        self.started: dict[str, float] = {}
+
+    def header(self, loaded: LoadedPipeline, run_dir: Path) -> None:
+        if self.level >= 0:
+            self.console.print(f"[bold]pipeline[/] {loaded.config.name}  ({loaded.path})  run dir: {run_dir}")
+
+    def decision(self, d: Decision) -> None:
+        if self.level < 0:
+            return
+        verb = {"run": "will run", "resume": "will resume", "skip": "skip", "excluded": "not selected"}[d.action]
+        if not self.plan_only:
+            verb = {"run": "run", "resume": "resume"}.get(d.action, verb)
+        style = ACTION_STYLE.get(d.action, "")
+        reason = f" — {d.reason}" if d.reason and d.action != "excluded" else ""
+        self.console.print(f"  {styled(f'{verb:>12}', style)} {d.name}{reason}")
+
+    def stage_started(self, name: str) -> None:
+        self.started[name] = time.time()
+
+    def stage_finished(self, name: str, record: StageRecord) -> None:
+        if self.level < 0 and record.status == "done":
+            return
+        style = STATUS_STYLE.get(record.status, "")
+        metric = format_metric(record.metrics)
+        self.console.print(
+            f"  {styled(f'{record.status:>12}', style)} {name} in {format_duration(record.duration)}"
+            + (f"  {metric}" if metric else "")
+        )
+
+    def progress_factory(self) -> Any:
+        if self.level < 0:
+            return None
+        console = self.console
+
+        @contextmanager
+        def factory(description: str, total: float | None, unit: str) -> Iterator[_Task]:
+            columns = [
+                TextColumn(f"    {description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn(unit),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[info]}"),
+            ]
+            with Progress(*columns, console=console, transient=True) as progress:
+                yield _Task(progress, progress.add_task(description, total=total, info=""))
+
+        return factory
+
+    def summary(self, decisions: list[Decision], lock: LockFile) -> None:
+        if self.level < -1 or not decisions:
+            return
+        self.console.print(summary_table(lock, [d.name for d in decisions], {d.name: d for d in decisions}))
+
+
+def summary_table(lock: LockFile, names: list[str], decisions: dict[str, Decision] | None = None) -> Table:
+    """A table of stages: status, last duration, key metric (and this run's action when known)."""
+    table = Table(title=None, show_edge=False, pad_edge=False)
+    for column in ("stage", "status", "this run", "duration", "metric"):
+        table.add_column(column)
+    for name in names:
+        rec = lock.stages.get(name, StageRecord())
+        d = (decisions or {}).get(name)
+        action = {"skip": "skipped", "excluded": "-", "run": "ran", "resume": "resumed"}.get(d.action, "") if d else ""
+        style = STATUS_STYLE.get(rec.status, "")
+        table.add_row(
+            name, styled(rec.status, style), action, format_duration(rec.duration), format_metric(rec.metrics)
+        )
+    return table

@@ -1,0 +1,261 @@
+"""Run a pipeline: decide per stage (run, resume, skip — and why), execute, record in the lock file.
+
+Decisions are made stage by stage just before each runs, so a stage's inputs may be produced by
+the stages before it. The console is a `Reporter` (see console.py); this module prints nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from amago_pipe.config.base import to_dict
+from amago_pipe.config.loader import LoadedPipeline
+from amago_pipe.config.yaml_io import dump_yaml
+from amago_pipe.errors import AmagoPipeError, ConfigError, Interrupted, StageFailed
+from amago_pipe.pipeline.fingerprint import STAGE_LOG, hash_json, hash_tree
+from amago_pipe.pipeline.graph import FORCE_ALL, Selection, select, topological_order
+from amago_pipe.pipeline.lockfile import LockFile, RunLock, StageRecord, lock_is_stale, write_atomic
+from amago_pipe.pipeline.stage import Stage, StageContext
+
+log = logging.getLogger("amago_pipe")
+
+
+@dataclass
+class Decision:
+    """What the runner does with one stage, and why."""
+
+    name: str
+    action: str
+    """run | resume | skip | excluded."""
+    reason: str
+    record: StageRecord = field(default_factory=StageRecord)
+
+
+class Reporter(Protocol):
+    """What the runner tells the console."""
+
+    def header(self, loaded: LoadedPipeline, run_dir: Path) -> None: ...
+    def decision(self, d: Decision) -> None: ...
+    def stage_started(self, name: str) -> None: ...
+    def stage_finished(self, name: str, record: StageRecord) -> None: ...
+    def progress_factory(self) -> Any: ...
+    def summary(self, decisions: list[Decision], lock: LockFile) -> None: ...
+
+
+def default_run_dir(loaded: LoadedPipeline) -> Path:
+    return Path("runs") / loaded.config.name
+
+
+class Runner:
+    """Plans and runs the stages of one loaded pipeline inside one run directory."""
+
+    def __init__(self, loaded: LoadedPipeline, run_dir: Path | None, reporter: Reporter):
+        self.loaded = loaded
+        self.run_dir = Path(run_dir) if run_dir else default_run_dir(loaded)
+        self.reporter = reporter
+        self.stop_event = threading.Event()
+        self.signum = 0
+        self.decisions: list[Decision] = []
+
+    # ---- planning -------------------------------------------------------------------------------
+    def _context(self, name: str, resume: bool = False) -> StageContext:
+        cfg = self.loaded.config
+        return StageContext(
+            name=name,
+            out_dir=self.run_dir / "stages" / name,
+            pipeline=cfg,
+            run_dir=self.run_dir,
+            upstream={d: self.run_dir / "stages" / d for d in self.loaded.needs[name]},
+            resume=resume,
+            seed=(cfg.seed * 1_000_003 + zlib.crc32(name.encode())) % 2**31,
+            log=logging.getLogger(f"amago_pipe.stage.{name}"),
+            stop_event=self.stop_event,
+            progress_factory=self.reporter.progress_factory(),
+        )
+
+    def _stage(self, name: str, ctx: StageContext) -> Stage:
+        stage_cfg = self.loaded.config.stages[name]
+        impl = stage_cfg.implementation()
+        if not (isinstance(impl, type) and issubclass(impl, Stage)):
+            raise ConfigError(
+                f"stages.{name}.type: '{stage_cfg.type}' does not name a Stage subclass", path=f"stages.{name}"
+            )
+        return impl(stage_cfg, ctx)
+
+    def config_hash(self, name: str) -> str:
+        stage = {k: v for k, v in to_dict(self.loaded.config.stages[name]).items() if k != "description"}
+        return hash_json({"stage": stage, "store": self.loaded.config.store, "seed": self.loaded.config.seed})
+
+    def output_hash(self, stage: Stage) -> str:
+        return hash_json({"files": hash_tree(stage.ctx.out_dir), "external": stage.output_fingerprints()})
+
+    def decide(self, name: str, lock: LockFile, sel: Selection, rerun: set[str], selected: set[str]) -> Decision:
+        """Decide one stage given the stages already chosen to (re-)run upstream."""
+        prev = lock.record(name)
+        if name not in selected:
+            return Decision(name, "excluded", "not selected", prev)
+        new = StageRecord(config_hash=self.config_hash(name))
+        up_rerun = [d for d in self.loaded.needs[name] if d in rerun]
+        if sel.force in (FORCE_ALL, name):
+            return Decision(name, "run", "forced", new)
+        if up_rerun:
+            return Decision(name, "run", f"upstream '{up_rerun[0]}' re-runs", new)
+        for dep in self.loaded.needs[name]:
+            if lock.record(dep).status != "done":
+                raise ConfigError(
+                    f"stage '{name}' needs '{dep}', which has not completed (status: {lock.record(dep).status}); "
+                    f"run it first (drop --only/--from)"
+                )
+        stage = self._stage(name, self._context(name))
+        new.input_hashes = stage.input_fingerprints()
+        new.upstream = {d: lock.record(d).output_hash for d in self.loaded.needs[name]}
+        new.fingerprint = hash_json([new.config_hash, new.input_hashes, new.upstream])
+        status = prev.status
+        if status == "running" and not lock_is_stale({"host": prev.host, "pid": prev.pid}):
+            status = "running"
+        elif status == "running":
+            status = "interrupted"
+        if status == "never run":
+            return Decision(name, "run", "never run", new)
+        if status == "interrupted":
+            resumable = type(stage).resumable and prev.fingerprint == new.fingerprint and stage.ctx.out_dir.is_dir()
+            return Decision(name, "resume" if resumable else "run", "interrupted", new)
+        if status != "done":
+            return Decision(name, "run", f"{status} last time", new)
+        if prev.config_hash != new.config_hash:
+            return Decision(name, "run", "config changed", new)
+        changed = sorted(
+            k for k in {*prev.input_hashes, *new.input_hashes} if prev.input_hashes.get(k) != new.input_hashes.get(k)
+        )
+        if changed:
+            return Decision(name, "run", f"input changed ({', '.join(changed)})", new)
+        changed_up = [d for d in new.upstream if prev.upstream.get(d) != new.upstream[d]]
+        if changed_up:
+            return Decision(name, "run", f"upstream '{changed_up[0]}' output changed", new)
+        if self.output_hash(stage) != prev.output_hash:
+            return Decision(name, "run", "outputs missing or modified", new)
+        return Decision(name, "skip", "unchanged", prev)
+
+    # ---- running --------------------------------------------------------------------------------
+    def run(self, sel: Selection | None = None, *, dry_run: bool = False) -> list[Decision]:
+        """Plan (and unless `dry_run`, execute) the selected stages; raise on failure or interrupt."""
+        sel = sel or Selection()
+        selected = select(self.loaded.needs, sel)
+        self.reporter.header(self.loaded, self.run_dir)
+        if dry_run:
+            return self._walk(LockFile.load(self.run_dir), sel, selected, execute=False)
+        with RunLock(self.run_dir) as run_lock:
+            if run_lock.took_over:
+                log.warning(
+                    "took over a stale run lock left by pid %s (no longer running)", run_lock.took_over.get("pid")
+                )
+            write_atomic(self.run_dir / "resolved.yaml", dump_yaml(self.loaded.data))
+            lock = LockFile.load(self.run_dir)
+            with self._signals():
+                try:
+                    return self._walk(lock, sel, selected, execute=True)
+                finally:
+                    self.reporter.summary(self.decisions, lock)
+
+    def _walk(self, lock: LockFile, sel: Selection, selected: set[str], *, execute: bool) -> list[Decision]:
+        rerun: set[str] = set()
+        decisions = self.decisions = []
+        for name in topological_order(self.loaded.needs):
+            d = self.decide(name, lock, sel, rerun, selected)
+            decisions.append(d)
+            self.reporter.decision(d)
+            if d.action in ("run", "resume"):
+                rerun.add(name)
+                if execute:
+                    self._execute(name, d, lock)
+        return decisions
+
+    def _execute(self, name: str, d: Decision, lock: LockFile) -> None:
+        resume = d.action == "resume"
+        ctx = self._context(name, resume=resume)
+        if not resume and ctx.out_dir.exists():
+            shutil.rmtree(ctx.out_dir)
+        ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        stage = self._stage(name, ctx)
+        record = d.record
+        if not record.fingerprint:  # decided without computing inputs (forced / upstream re-run)
+            record.input_hashes = stage.input_fingerprints()
+            record.upstream = {dep: lock.record(dep).output_hash for dep in self.loaded.needs[name]}
+            record.fingerprint = hash_json([record.config_hash, record.input_hashes, record.upstream])
+        record.status, record.started, record.ended = "running", time.time(), None
+        record.pid, record.host, record.error, record.metrics = os.getpid(), socket.gethostname(), "", {}
+        lock.stages[name] = record
+        lock.save()
+        self.reporter.stage_started(name)
+        handler = logging.FileHandler(ctx.out_dir / STAGE_LOG)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger("amago_pipe").addHandler(handler)
+        try:
+            ctx.log.info("stage %s started (%s: %s)", name, d.action, d.reason)
+            metrics = stage.run() or {}
+            record.output_hash = self.output_hash(stage)
+            record.metrics = to_dict(metrics)
+            record.status = "done"
+        except (Interrupted, KeyboardInterrupt) as e:
+            record.status = "interrupted"
+            signum = self.signum or getattr(e, "exit_code", 130) - 128
+            raise Interrupted(
+                f"stage '{name}' interrupted; run again to {'resume' if stage.resumable else 're-run'} it",
+                signum=signum,
+            ) from e
+        except AmagoPipeError as e:
+            record.status, record.error = "failed", str(e)
+            ctx.log.error("stage failed: %s", e)
+            failed = StageFailed(f"stage '{name}' failed: {e}")
+            failed.exit_code = e.exit_code
+            raise failed from e
+        except Exception as e:
+            record.status, record.error = "failed", f"{type(e).__name__}: {e}"
+            ctx.log.exception("stage crashed")
+            raise StageFailed(
+                f"stage '{name}' crashed: {type(e).__name__}: {e}\n"
+                f"full traceback in {ctx.out_dir / STAGE_LOG} (or run with --debug)"
+            ) from e
+        finally:
+            record.ended = time.time()
+            lock.save()
+            logging.getLogger("amago_pipe").removeHandler(handler)
+            handler.close()
+            self.reporter.stage_finished(name, record)
+
+    # ---- signals --------------------------------------------------------------------------------
+    def _signals(self) -> Any:
+        runner = self
+
+        class _Handlers:
+            def __enter__(self) -> None:
+                self.saved = {}
+                if threading.current_thread() is not threading.main_thread():
+                    return
+                for sig in (signal.SIGINT, signal.SIGTERM):
+                    self.saved[sig] = signal.signal(sig, self.handle)
+
+            def handle(self, signum: int, frame: Any) -> None:
+                if runner.stop_event.is_set():  # second signal: stop now
+                    raise Interrupted("stopped", signum=signum)
+                runner.signum = signum
+                runner.stop_event.set()
+                log.warning(
+                    "received %s: stopping after the current step (send again to stop now)", signal.Signals(signum).name
+                )
+
+            def __exit__(self, *exc: object) -> None:
+                for sig, old in self.saved.items():
+                    signal.signal(sig, old)
+
+        return _Handlers()

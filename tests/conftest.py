@@ -1,0 +1,42 @@
+"""Shared fixtures: run CLI commands in a subprocess, with the test stage plugins importable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).parent
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), env.get("PYTHONPATH", "")])
+    env.setdefault("WANDB_MODE", "disabled")
+    env["COLUMNS"] = "200"
+    return env
+
+
+@pytest.fixture
+def amago(tmp_path: Path):
+    """Run `amago-pipe ARGS` in tmp_path; returns the CompletedProcess (stdout+stderr text)."""
+
+    def run(*args: str, check: bool | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "amago_pipe.cli", *args],
+            cwd=tmp_path,
+            env=cli_env(),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    return run
