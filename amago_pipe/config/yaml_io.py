@@ -58,6 +58,9 @@ def load_yaml(path: Path) -> tuple[Any, dict[str, int], list[tuple[str, str]]]:
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(e, "problem", None) or str(e)
         context = getattr(e, "context", None)
+        context_mark = getattr(e, "context_mark", None)
+        if context and context_mark is not None:
+            context = f"{context} that starts at line {context_mark.line + 1}"
         detail = f"{problem} ({context})" if context else problem
         raise ConfigError(f"{where}: YAML syntax error: {detail}") from e
     lines: dict[str, int] = {}

@@ -177,6 +177,8 @@ class Runner:
             if d.action in ("run", "resume"):
                 rerun.add(name)
                 if execute:
+                    if self.stop_event.is_set():
+                        raise Interrupted(f"stopped before stage '{name}'", signum=self.signum or 2)
                     self._execute(name, d, lock)
         return decisions
 
