@@ -66,6 +66,8 @@ class Runner:
         self.stop_event = threading.Event()
         self.signum = 0
         self.decisions: list[Decision] = []
+        self.rank = int(os.environ.get("RANK", "0"))
+        """Process rank under torchrun/accelerate; ranks > 0 run only `distributed` stages and record nothing."""
 
     # ---- planning -------------------------------------------------------------------------------
     def _context(self, name: str, resume: bool = False) -> StageContext:
@@ -154,6 +156,8 @@ class Runner:
         self.reporter.header(self.loaded, self.run_dir)
         if dry_run:
             return self._walk(LockFile.load(self.run_dir), sel, selected, execute=False)
+        if self.rank > 0:
+            return self._walk(LockFile.load(self.run_dir), sel, selected, execute=True)
         with RunLock(self.run_dir) as run_lock:
             if run_lock.took_over:
                 log.warning(
@@ -185,6 +189,11 @@ class Runner:
     def _execute(self, name: str, d: Decision, lock: LockFile) -> None:
         resume = d.action == "resume"
         ctx = self._context(name, resume=resume)
+        if self.rank > 0:  # a secondary process of a multi-process launch: rank 0 keeps the books
+            stage = self._stage(name, ctx)
+            if type(stage).distributed:
+                stage.run()
+            return
         if not resume and ctx.out_dir.exists():
             shutil.rmtree(ctx.out_dir)
         ctx.out_dir.mkdir(parents=True, exist_ok=True)

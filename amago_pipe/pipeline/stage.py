@@ -89,6 +89,8 @@ class Stage:
 
     resumable: ClassVar[bool] = False
     """True when the stage can continue from its own partial output (e.g. checkpoints)."""
+    distributed: ClassVar[bool] = False
+    """True when every process of a multi-process launch (torchrun/accelerate) runs it; else rank 0 only."""
 
     def __init__(self, config: StageConfig, ctx: StageContext):
         self.config = config
