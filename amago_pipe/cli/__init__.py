@@ -37,4 +37,3 @@ def _attach(group: Any) -> None:
 
 
 _attach(main)
-

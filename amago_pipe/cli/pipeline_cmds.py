@@ -29,7 +29,15 @@ def _setup_logging(level: int) -> None:
     root.setLevel(logging.DEBUG)
     if not any(isinstance(h, RichHandler) for h in root.handlers):
         handler = RichHandler(console=console(stderr=True), show_path=False, show_time=False)
-        handler.setLevel(logging.DEBUG if level > 1 else logging.INFO if level == 1 else logging.WARNING if level == 0 else logging.ERROR)
+        handler.setLevel(
+            logging.DEBUG
+            if level > 1
+            else logging.INFO
+            if level == 1
+            else logging.WARNING
+            if level == 0
+            else logging.ERROR
+        )
         root.addHandler(handler)
 
 

@@ -80,7 +80,7 @@ class _Generator:
         return {"$ref": f"#/$defs/{name}"}
 
     def dataclass_def(self, cls: type, type_const: str | None = None) -> str:
-        name = f"{getattr(cls, 'registry').kind}.{type_const}" if type_const else cls.__name__
+        name = f"{typing.cast(Any, cls).registry.kind}.{type_const}" if type_const else cls.__name__
         if name in self.defs:
             return name
         self.defs[name] = {}

@@ -6,8 +6,17 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-FORBIDDEN = ("torch", "click", "amago_pipe.nets", "amago_pipe.agents", "amago_pipe.train", "amago_pipe.envs",
-             "amago_pipe.data", "amago_pipe.pipeline", "amago_pipe.cli")
+FORBIDDEN = (
+    "torch",
+    "click",
+    "amago_pipe.nets",
+    "amago_pipe.agents",
+    "amago_pipe.train",
+    "amago_pipe.envs",
+    "amago_pipe.data",
+    "amago_pipe.pipeline",
+    "amago_pipe.cli",
+)
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -23,8 +23,14 @@ print("HEAVY=" + ",".join(heavy))
 
 
 def probe(args: list[str], cwd: Path) -> str:
-    proc = subprocess.run([sys.executable, "-c", PROBE.format(args=args)], cwd=cwd, env=cli_env(),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE.format(args=args)],
+        cwd=cwd,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return proc.stdout + proc.stderr
 
 

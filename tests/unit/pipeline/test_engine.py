@@ -82,9 +82,9 @@ def test_changed_input_and_damaged_outputs_rerun(amago, tmp_path, pipeline):
 def test_selection_options(amago, tmp_path, pipeline):
     amago("run", "p.yaml", "--until", "a", check=True)
     assert counts(tmp_path) == {"a": 1}
-    out = amago("run", "p.yaml", "--only", "c", check=True)
+    amago("run", "p.yaml", "--only", "c", check=True)
     assert counts(tmp_path) == {"a": 1, "c": 1}
-    out = amago("run", "p.yaml", "--from", "b", check=True).stdout
+    amago("run", "p.yaml", "--from", "b", check=True)
     assert counts(tmp_path) == {"a": 1, "b": 1, "c": 1}
     amago("run", "p.yaml", "--force", "a", check=True)
     assert counts(tmp_path) == {"a": 2, "b": 2, "c": 2}
@@ -151,9 +151,22 @@ def test_unlock_removes_dead_lock(amago, tmp_path, pipeline):
 
 def _start_slow_run(tmp_path: Path, steps: int = 400) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "amago_pipe.cli", "run", "p.yaml", "--set", f"stages.b.steps={steps}",
-         "--set", "stages.b.step_seconds=0.02"],
-        cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "amago_pipe.cli",
+            "run",
+            "p.yaml",
+            "--set",
+            f"stages.b.steps={steps}",
+            "--set",
+            "stages.b.step_seconds=0.02",
+        ],
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
