@@ -26,11 +26,13 @@ def cli_env() -> dict[str, str]:
 def amago(tmp_path: Path):
     """Run `amago-pipe ARGS` in tmp_path; returns the CompletedProcess (stdout+stderr text)."""
 
+    env = {**cli_env(), "MINARI_DATASETS_PATH": str(tmp_path / "minari")}
+
     def run(*args: str, check: bool | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
             [sys.executable, "-m", "amago_pipe.cli", *args],
             cwd=tmp_path,
-            env=cli_env(),
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
