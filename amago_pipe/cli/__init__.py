@@ -30,10 +30,13 @@ def main(ctx: click.Context, debug: bool, quiet: int, verbose: int) -> None:
 
 
 def _attach(group: Any) -> None:
-    from amago_pipe.cli import pipeline_cmds
+    from amago_pipe.cli import collect_cmds, convert_cmds, pipeline_cmds, store_cmds
 
-    for command in pipeline_cmds.COMMANDS:
-        group.add_command(command)
+    for module in (pipeline_cmds, store_cmds, convert_cmds, collect_cmds):
+        for command in module.COMMANDS:
+            group.add_command(command)
+    for command in convert_cmds.STORE_COMMANDS:  # `store to-minari` lives with the converters
+        store_cmds.store.add_command(command)
 
 
 _attach(main)

@@ -1,0 +1,78 @@
+"""Build single gymnasium environments from an EnvConfig (by id with kwargs, or a `module:factory`).
+
+The factory is a picklable object so `async` subprocess envs can rebuild it. Imports gymnasium, never torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+
+from amago_pipe.config.envs import EnvConfig
+from amago_pipe.errors import ConfigError
+from amago_pipe.registry import import_path
+
+
+@dataclass(frozen=True)
+class EnvFactory:
+    """Callable that returns one fresh `gymnasium.Env`; picklable (holds only strings and plain data)."""
+
+    id: str | None = None
+    factory: str | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    max_episode_steps: int | None = None
+    where: str = "env"
+    """Config path used in error messages, e.g. `stages.collect.env`."""
+
+    @classmethod
+    def from_config(cls, cfg: EnvConfig, *, where: str = "env") -> EnvFactory:
+        return cls(
+            id=cfg.id,
+            factory=cfg.factory,
+            kwargs=dict(cfg.kwargs or {}),
+            max_episode_steps=cfg.max_episode_steps,
+            where=where,
+        )
+
+    def __call__(self) -> gym.Env:
+        if self.id is not None:
+            return self._make_registered(self.id)
+        if self.factory is None:
+            raise ConfigError(f"{self.where}: give `id` or `factory`; found neither", path=f"{self.where}.id")
+        fn = import_path(self.factory, what="env factory", where=f"{self.where}.factory")
+        try:
+            env = fn(**self.kwargs)
+        except TypeError as e:
+            raise ConfigError(
+                f"{self.where}.factory: calling '{self.factory}' with kwargs {sorted(self.kwargs)} failed ({e}); "
+                "check `kwargs` against the factory's signature",
+                path=f"{self.where}.kwargs",
+            ) from e
+        if not isinstance(env, gym.Env):
+            raise ConfigError(
+                f"{self.where}.factory: '{self.factory}' returned {type(env).__name__}, expected a gymnasium.Env",
+                path=f"{self.where}.factory",
+            )
+        if self.max_episode_steps is not None:
+            env = gym.wrappers.TimeLimit(env, max_episode_steps=self.max_episode_steps)
+        return env
+
+    def _make_registered(self, env_id: str) -> gym.Env:
+        extra: dict[str, Any] = {}
+        if self.max_episode_steps is not None:
+            extra["max_episode_steps"] = self.max_episode_steps
+        try:
+            return gym.make(env_id, **self.kwargs, **extra)
+        except gym.error.Error as e:  # unknown id, missing namespace, bad version
+            raise ConfigError(
+                f"{self.where}.id: cannot make gymnasium env '{env_id}' ({e}); check the id, and import the "
+                "package that registers it (or use `factory: package.module:function`)",
+                path=f"{self.where}.id",
+            ) from e
+        except TypeError as e:
+            raise ConfigError(
+                f"{self.where}.kwargs: gymnasium env '{env_id}' rejected kwargs {sorted(self.kwargs)} ({e})",
+                path=f"{self.where}.kwargs",
+            ) from e

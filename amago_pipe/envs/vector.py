@@ -1,0 +1,37 @@
+"""N parallel environments from an EnvConfig: gymnasium's SyncVectorEnv or AsyncVectorEnv (subprocesses).
+
+Both run in NEXT_STEP autoreset mode and come wrapped as a BatchedEnv. gymnasium + numpy only, no torch.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+from amago_pipe.config.envs import EnvConfig
+from amago_pipe.envs.factory import EnvFactory
+from amago_pipe.envs.wrapper import BatchedEnv
+from amago_pipe.errors import ConfigError
+
+
+def make_vector_env(cfg: EnvConfig, *, n_envs: int | None = None, where: str = "env") -> gym.vector.VectorEnv:
+    """A gymnasium VectorEnv of `n_envs` (default `cfg.n_envs`) copies in `cfg.mode`, NEXT_STEP autoreset."""
+    n = cfg.n_envs if n_envs is None else n_envs
+    factory = EnvFactory.from_config(cfg, where=where)
+    fns = [factory] * n
+    try:
+        if cfg.mode == "async":
+            factory().close()  # fail early, in this process, with a clear message (not a worker traceback)
+            return AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
+        return SyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
+    except (RuntimeError, ValueError, AssertionError) as e:
+        raise ConfigError(
+            f"{where}: cannot start {n} '{cfg.env_name}' envs in {cfg.mode} mode ({e}); "
+            "try mode: sync, or check that the env can be built in a subprocess",
+            path=f"{where}.mode",
+        ) from e
+
+
+def make_batched_env(cfg: EnvConfig, *, n_envs: int | None = None, where: str = "env") -> BatchedEnv:
+    """`make_vector_env` wrapped as a BatchedEnv (flat dict observations, rl2, time, env name)."""
+    return BatchedEnv(make_vector_env(cfg, n_envs=n_envs, where=where), env_name=cfg.env_name, where=where)

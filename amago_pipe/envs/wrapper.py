@@ -1,0 +1,135 @@
+"""BatchedEnv: a gymnasium vector env seen as flat dict observations (N, ...), rl2, time index and env name.
+
+Handles gymnasium 1.x NEXT_STEP autoreset: the step after an episode ends ignores that env's action and
+returns the first observation of its next episode (`EnvStep.started`). numpy + gymnasium only, no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from amago_pipe.envs.actions import ActionCodec
+from amago_pipe.errors import ConfigError
+from amago_pipe.spec import DataSpec, flatten_obs, from_spaces
+
+
+@dataclass
+class EnvStep:
+    """What the envs returned, batched over N envs."""
+
+    obs: dict[str, np.ndarray]
+    """Flat observation keys, each (N, ...)."""
+    rl2: np.ndarray
+    """(N, 1 + A) float32: [previous reward, previous action features]; zeros at an episode's first step."""
+    time: np.ndarray
+    """(N,) int64 absolute time index of `obs` within its episode (0 at the first observation)."""
+    reward: np.ndarray
+    """(N,) float32 reward of the step just taken (0 where `started`)."""
+    terminated: np.ndarray
+    """(N,) bool: the episode ended in a terminal state (bootstrap with zero)."""
+    truncated: np.ndarray
+    """(N,) bool: the episode was cut (time limit); not a terminal."""
+    started: np.ndarray
+    """(N,) bool: `obs` is the first observation of a new episode (the action given for it was ignored)."""
+    env_actions: np.ndarray | None
+    """(N, ...) the env-space actions just taken (None after `reset`)."""
+    infos: dict[str, Any]
+    """gymnasium's vector info dict (values batched, with `_key` masks)."""
+
+    @property
+    def done(self) -> np.ndarray:
+        """(N,) bool: the episode ended at this step (terminated or truncated)."""
+        return self.terminated | self.truncated
+
+
+class BatchedEnv:
+    """Wraps a gymnasium VectorEnv in NEXT_STEP autoreset mode; actions are given in policy space."""
+
+    def __init__(self, vector_env: gym.vector.VectorEnv, *, env_name: str, where: str = "env"):
+        mode = vector_env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+        if mode != AutoresetMode.NEXT_STEP:
+            raise ConfigError(
+                f"{where}: vector env uses autoreset mode {mode}; amago-pipe needs AutoresetMode.NEXT_STEP "
+                "(gymnasium 1.x's default)",
+                path=where,
+            )
+        self.vector_env = vector_env
+        self.n_envs = int(vector_env.num_envs)
+        self.env_name = env_name
+        self.spec: DataSpec = from_spaces(vector_env.single_observation_space, vector_env.single_action_space)
+        self.codec = ActionCodec(self.spec.action)
+        self.single_observation_space = vector_env.single_observation_space
+        self.single_action_space = vector_env.single_action_space
+        self._dtypes = {k: np.dtype(v.dtype) for k, v in self.spec.observations.items()}
+        self._time = np.zeros(self.n_envs, dtype=np.int64)
+        self._pending_reset = np.zeros(self.n_envs, dtype=bool)
+        self._closed = False
+
+    @property
+    def rl2_dim(self) -> int:
+        return self.spec.rl2_dim
+
+    def reset(self, seed: int | None = None) -> EnvStep:
+        """Reset every env (env i seeded with seed + i when a seed is given)."""
+        obs, infos = self.vector_env.reset(seed=seed)
+        n = self.n_envs
+        self._time[:] = 0
+        self._pending_reset[:] = False
+        return EnvStep(
+            obs=self._flat(obs),
+            rl2=np.zeros((n, self.rl2_dim), dtype=np.float32),
+            time=self._time.copy(),
+            reward=np.zeros(n, dtype=np.float32),
+            terminated=np.zeros(n, dtype=bool),
+            truncated=np.zeros(n, dtype=bool),
+            started=np.ones(n, dtype=bool),
+            env_actions=None,
+            infos=infos,
+        )
+
+    def step(self, actions: np.ndarray) -> EnvStep:
+        """Step every env with policy-space actions (N, ...); envs that just ended start a new episode."""
+        env_actions = self.codec.to_env(actions)  # (N, ...)
+        obs, reward, terminated, truncated, infos = self.vector_env.step(env_actions)
+        started = self._pending_reset.copy()
+        reward = np.asarray(reward, dtype=np.float32)
+        rl2 = np.empty((self.n_envs, self.rl2_dim), dtype=np.float32)  # (N, 1 + A)
+        rl2[:, 0] = reward
+        rl2[:, 1:] = self.codec.rl2_features(env_actions)
+        rl2[started] = 0.0
+        self._time += 1
+        self._time[started] = 0
+        terminated = np.asarray(terminated, dtype=bool) & ~started
+        truncated = np.asarray(truncated, dtype=bool) & ~started
+        self._pending_reset = terminated | truncated
+        return EnvStep(
+            obs=self._flat(obs),
+            rl2=rl2,
+            time=self._time.copy(),
+            reward=np.where(started, 0.0, reward).astype(np.float32),
+            terminated=terminated,
+            truncated=truncated,
+            started=started,
+            env_actions=env_actions,
+            infos=infos,
+        )
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.vector_env.close()
+
+    def __enter__(self) -> BatchedEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _flat(self, obs: Any) -> dict[str, np.ndarray]:
+        flat = flatten_obs(obs)
+        return {k: np.asarray(v, dtype=self._dtypes[k]) for k, v in flat.items()}

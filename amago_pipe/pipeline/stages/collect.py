@@ -1,0 +1,273 @@
+"""The `collect` stage: roll out behaviour policies in parallel envs into a store partition or a local Minari dataset.
+
+`run_collect` does the work and is shared with the `amago-pipe collect` command; no torch is imported here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from amago_pipe.config.base import to_dict
+from amago_pipe.config.collect import CollectPolicyConfig, CollectStageConfig, parse_policy
+from amago_pipe.envs.minari_out import (
+    dataset_fingerprint,
+    minari_dataset_path,
+    prepare_dataset_dir,
+    write_minari_dataset,
+)
+from amago_pipe.envs.policies import PolicyContext, make_policy
+from amago_pipe.envs.rollout import rollout
+from amago_pipe.envs.stats import EpisodeStats, summarize
+from amago_pipe.envs.vector import make_batched_env
+from amago_pipe.envs.wrapper import BatchedEnv
+from amago_pipe.errors import ConfigError, StoreFormatError
+from amago_pipe.pipeline.stage import Stage
+from amago_pipe.registry import import_path
+from amago_pipe.store import Episode, TrajectoryStore
+
+REPORT_VERSION = 1
+STAGE_ATTR = "collect_stage"
+"""Segment attribute naming the pipeline/stage that wrote a segment (so a re-run can replace it)."""
+
+
+class CollectStage(Stage):
+    """Runs each configured policy for its episodes and saves everything as one (atomic) write."""
+
+    config: CollectStageConfig
+
+    def _tag(self) -> str:
+        return f"{self.ctx.pipeline.name}/{self.ctx.name}"
+
+    def input_fingerprints(self) -> dict[str, str]:
+        """Source hashes of scripted controllers, so editing one re-runs the stage."""
+        out = {}
+        for i, p in enumerate(self.config.policies):
+            digest = controller_source_hash(p.policy, where=f"stages.{self.ctx.name}.policies.{i}.policy")
+            if digest:
+                out[f"policy:{p.policy}"] = digest
+        return out
+
+    def output_fingerprints(self) -> dict[str, str]:
+        """The written partition's fingerprint, or the Minari dataset's file hash ('missing' when absent)."""
+        cfg = self.config
+        if cfg.output == "minari":
+            dataset_id = _dataset_id(cfg)
+            path = minari_dataset_path(dataset_id)
+            return {f"minari:{dataset_id}": dataset_fingerprint(path) if path.exists() else "missing"}
+        try:
+            store = TrajectoryStore.open(self.ctx.store)
+            fingerprint = store.fingerprint(cfg.partition) if cfg.partition in store.partitions() else "missing"
+        except StoreFormatError:
+            fingerprint = "missing"
+        return {f"store:{cfg.partition}": fingerprint}
+
+    def run(self) -> dict[str, Any]:
+        ctx = self.ctx
+        with ctx.progress(
+            f"collect {self.config.env.env_name}", total=self.config.total_episodes, unit="episodes"
+        ) as task:
+            report = run_collect(
+                self.config,
+                store_url=ctx.store if self.config.output == "store" else None,
+                seed=self.config.seed if self.config.seed is not None else ctx.seed,
+                tag=self._tag(),
+                where=f"stages.{ctx.name}",
+                on_episode=lambda _ep, _st: task.advance(),
+                check_stop=ctx.check_stop,
+                upstream=ctx.upstream,
+            )
+        (ctx.out_dir / "report.json").write_text(json.dumps(report, indent=2))
+        total = report["total"]
+        return {
+            "episodes": total["episodes"],
+            "return_mean": round(total.get("return_mean", 0.0), 2),
+            "timesteps": report["timesteps"],
+            "seconds": report["seconds"],
+        }
+
+
+def run_collect(
+    cfg: CollectStageConfig,
+    *,
+    store_url: str | None,
+    seed: int,
+    tag: str = "cli",
+    where: str = "collect",
+    on_episode: Callable[[Episode, EpisodeStats], None] | None = None,
+    check_stop: Callable[[], None] | None = None,
+    upstream: Mapping[str, Path] | None = None,
+) -> dict[str, Any]:
+    """Collect every policy's episodes and write them; returns the JSON report."""
+    started = time.perf_counter()
+    if cfg.output == "minari":
+        prepare_dataset_dir(_dataset_id(cfg), replace=cfg.replace, where=f"{where}.dataset_id")
+    env = make_batched_env(cfg.env, where=f"{where}.env")
+    with env:
+        if cfg.output == "store":
+            if store_url is None:
+                raise ConfigError(f"{where}: output 'store' needs a store path", path=f"{where}.output")
+            output, per_policy, timesteps = _collect_to_store(
+                cfg, env, store_url, seed=seed, tag=tag, where=where, on_episode=on_episode,
+                check_stop=check_stop, upstream=upstream or {},
+            )  # fmt: skip
+        else:
+            episodes: list[Episode] = []
+
+            def keep(ep: Episode, st: EpisodeStats) -> None:
+                episodes.append(ep)
+                if on_episode is not None:
+                    on_episode(ep, st)
+
+            per_policy = _run_policies(cfg, env, seed=seed, where=where, on_episode=keep, check_stop=check_stop,
+                                       upstream=upstream or {})  # fmt: skip
+            timesteps = sum(ep.length for ep in episodes)
+            output = _write_minari(cfg, env, episodes)
+    all_stats = [s for p in per_policy for s in p.pop("_stats")]
+    return {
+        "format_version": REPORT_VERSION,
+        "env": to_dict(cfg.env),
+        "seed": seed,
+        "output": output,
+        "timesteps": timesteps,
+        "seconds": round(time.perf_counter() - started, 3),
+        "total": summarize(all_stats),
+        "policies": per_policy,
+    }
+
+
+def _run_policies(
+    cfg: CollectStageConfig,
+    env: BatchedEnv,
+    *,
+    seed: int,
+    where: str,
+    on_episode: Callable[[Episode, EpisodeStats], None],
+    check_stop: Callable[[], None] | None,
+    upstream: Mapping[str, Path],
+) -> list[dict[str, Any]]:
+    """Roll out each configured policy in turn; episodes go to `on_episode` as they finish."""
+    results = []
+    base_env_seed = cfg.env.seed if cfg.env.seed is not None else seed
+    for i, p in enumerate(cfg.policies):
+        pctx = PolicyContext(
+            spec=env.spec, n_envs=env.n_envs, seed=seed + 7_919 * (i + 1), env_name=env.env_name,
+            upstream=dict(upstream), where=f"{where}.policies.{i}.policy",
+        )  # fmt: skip
+        policy = make_policy(p.policy, pctx, noise=p.noise)
+        result = rollout(
+            env,
+            policy,
+            p.episodes,
+            seed=base_env_seed + 100_003 * i,
+            source=policy_source(p),
+            meta={"policy": p.policy, "noise": p.noise},
+            keep_episodes=False,
+            on_episode=on_episode,
+            check_stop=check_stop,
+        )
+        results.append({"policy": p.policy, "noise": p.noise, **result.summary(), "_stats": result.stats})
+    return results
+
+
+def _collect_to_store(
+    cfg: CollectStageConfig,
+    env: BatchedEnv,
+    store_url: str,
+    *,
+    seed: int,
+    tag: str,
+    where: str,
+    on_episode: Callable[[Episode, EpisodeStats], None] | None,
+    check_stop: Callable[[], None] | None,
+    upstream: Mapping[str, Path],
+) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    """Write all episodes in one atomic writer; then drop the segments this stage wrote on an earlier run."""
+    store = TrajectoryStore.create(store_url, env.spec, exist_ok=True)
+    old = []
+    if cfg.replace and cfg.partition in store.partitions():
+        old = [s.id for s in store.segments(cfg.partition) if s.attrs.get(STAGE_ATTR) == tag]
+    timesteps = 0
+    attrs = {STAGE_ATTR: tag, "source": f"collect:{cfg.env.env_name}"}
+    with store.writer(cfg.partition, atomic=True, attrs=attrs) as writer:
+
+        def add(ep: Episode, st: EpisodeStats) -> None:
+            nonlocal timesteps
+            writer.add(ep)
+            timesteps += ep.length
+            if on_episode is not None:
+                on_episode(ep, st)
+
+        per_policy = _run_policies(cfg, env, seed=seed, where=where, on_episode=add, check_stop=check_stop,
+                                   upstream=upstream)  # fmt: skip
+    if old:
+        store.drop_segments(cfg.partition, old)
+    output = {
+        "kind": "store",
+        "store": str(store_url),
+        "partition": cfg.partition,
+        "replaced_segments": len(old),
+        "fingerprint": store.fingerprint(cfg.partition),
+    }
+    return output, per_policy, timesteps
+
+
+def _write_minari(cfg: CollectStageConfig, env: BatchedEnv, episodes: list[Episode]) -> dict[str, Any]:
+    dataset_id = _dataset_id(cfg)
+    mix = ", ".join(f"{p.episodes} x {policy_source(p)}" for p in cfg.policies)
+    path = write_minari_dataset(
+        dataset_id,
+        episodes,
+        observation_space=env.single_observation_space,
+        action_space=env.single_action_space,
+        env_spec=_registered_spec(cfg),
+        description=f"amago-pipe collect in {cfg.env.env_name}: {mix}",
+    )
+    return {"kind": "minari", "dataset_id": dataset_id, "path": str(path), "fingerprint": dataset_fingerprint(path)}
+
+
+def _dataset_id(cfg: CollectStageConfig) -> str:
+    if not cfg.dataset_id:
+        raise ConfigError("collect: output 'minari' needs a dataset_id such as 'cartpole/mixed-v0'", path="dataset_id")
+    return cfg.dataset_id
+
+
+def _registered_spec(cfg: CollectStageConfig) -> Any:
+    """gymnasium EnvSpec (with kwargs and time limit) so Minari can recover the env; None for factories."""
+    if cfg.env.id is None:
+        return None
+    import gymnasium as gym
+
+    kwargs = dict(cfg.env.kwargs or {})
+    if cfg.env.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = cfg.env.max_episode_steps
+    env = gym.make(cfg.env.id, **kwargs)
+    try:
+        return env.spec
+    finally:
+        env.close()
+
+
+def policy_source(p: CollectPolicyConfig) -> str:
+    """Episode `source` label, e.g. `collect:cartpole-pd` or `collect:random+noise0.3`."""
+    return f"collect:{p.policy}" + (f"+noise{p.noise:g}" if p.noise > 0 else "")
+
+
+def controller_source_hash(policy: str, *, where: str) -> str | None:
+    """sha256 of the source file of a `scripted:` controller or plugin factory; None for builtins."""
+    name, arg = parse_policy(policy)
+    target = arg if name == "scripted" else name if ":" in name else None
+    if not target:
+        return None
+    obj = import_path(target, what="policy", where=where)
+    try:
+        source = inspect.getsourcefile(obj)
+        data = Path(source).read_bytes() if source else b""
+    except (TypeError, OSError):
+        return None
+    return hashlib.sha256(data).hexdigest()[:16]

@@ -1,0 +1,135 @@
+"""collect end to end: real envs -> a real Zarr store partition or a real local Minari dataset, via run_collect,
+the CollectStage inside the pipeline engine, and the `collect` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from amago_pipe.cli.collect_cmds import build_config, collect
+from amago_pipe.errors import ConfigError, DataError, Interrupted
+from amago_pipe.pipeline.stages.collect import run_collect
+from amago_pipe.store import TrajectoryStore
+
+TOY = "amago_pipe.envs.toy:make_toy_env"
+
+
+@pytest.fixture(autouse=True)
+def minari_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "minari"
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(home))
+    return home
+
+
+def cartpole_cfg(**over: Any) -> Any:
+    data: dict[str, Any] = {
+        "env": {"id": "CartPole-v1", "n_envs": 4},
+        "policies": [{"policy": "random", "episodes": 8}, {"policy": "cartpole-pd", "episodes": 4, "noise": 0.2}],
+    }
+    data.update(over)
+    return build_config(data)
+
+
+def test_mixed_collect_into_store_and_replace_on_rerun(tmp_path: Path) -> None:
+    url = str(tmp_path / "store.zarr")
+    report = run_collect(cartpole_cfg(), store_url=url, seed=0, tag="p/data")
+    store = TrajectoryStore.open(url)
+    info = store.partition_info("protected")
+    assert (info.episodes, info.timesteps) == (12, report["timesteps"])
+    episodes = list(store.iter_episodes("protected"))
+    assert [e.source for e in episodes].count("collect:random") == 8
+    assert {e.source for e in episodes} == {"collect:random", "collect:cartpole-pd+noise0.2"}
+    assert report["policies"][1]["return_mean"] > 5 * report["policies"][0]["return_mean"]
+    assert report["output"]["fingerprint"] == store.fingerprint("protected")
+    with store.writer("protected", attrs={"source": "other"}) as w:  # someone else's data stays
+        w.add(episodes[0])
+    report2 = run_collect(cartpole_cfg(), store_url=url, seed=1, tag="p/data")
+    assert report2["output"]["replaced_segments"] == 1
+    assert TrajectoryStore.open(url).partition_info("protected").episodes == 13
+
+
+def test_collect_refuses_a_store_of_another_env(tmp_path: Path) -> None:
+    url = str(tmp_path / "store.zarr")
+    run_collect(cartpole_cfg(), store_url=url, seed=0)
+    pendulum = build_config(
+        {"env": {"id": "Pendulum-v1", "n_envs": 2}, "policies": [{"policy": "random", "episodes": 2}]}
+    )
+    with pytest.raises(DataError, match="observations"):
+        run_collect(pendulum, store_url=url, seed=0)
+
+
+def test_interrupted_collect_writes_nothing(tmp_path: Path) -> None:
+    url = str(tmp_path / "store.zarr")
+    calls = {"n": 0}
+
+    def stop_after_a_while() -> None:
+        calls["n"] += 1
+        if calls["n"] > 30:
+            raise Interrupted("stop")
+
+    with pytest.raises(Interrupted):
+        run_collect(cartpole_cfg(), store_url=url, seed=0, check_stop=stop_after_a_while)
+    store = TrajectoryStore.open(url)
+    assert store.segments("protected") == []
+
+
+def test_minari_output_round_trips_dict_observations(tmp_path: Path) -> None:
+    import minari
+
+    cfg = build_config({
+        "env": {"factory": TOY, "kwargs": {"action": "continuous"}, "n_envs": 3, "max_episode_steps": 50},
+        "policies": [{"policy": "random", "episodes": 5}],
+        "output": "minari",
+        "dataset_id": "toy/rand-v0",
+    })  # fmt: skip
+    report = run_collect(cfg, store_url=None, seed=0)
+    dataset = minari.load_dataset("toy/rand-v0")
+    assert dataset.total_episodes == 5 and dataset.total_steps == report["timesteps"]
+    ep = next(iter(dataset.iterate_episodes()))
+    T = len(ep.rewards)
+    np.testing.assert_array_equal(ep.observations["step"], np.arange(T + 1))
+    assert ep.observations["pos"].shape == (T + 1, 2) and ep.actions.shape == (T, 2)
+    assert ep.actions.min() >= -2.0 and ep.actions.max() <= 4.0  # env-space actions
+    assert ep.terminations[-1] and not ep.truncations.any()
+
+
+def test_minari_dataset_is_replaced_only_if_collect_made_it(tmp_path: Path, minari_home: Path) -> None:
+    cfg = cartpole_cfg(output="minari", dataset_id="cp/mixed-v0")
+    first = run_collect(cfg, store_url=None, seed=0)
+    second = run_collect(cfg, store_url=None, seed=1)  # replace: true (default) rewrites our own dataset
+    assert first["output"]["fingerprint"] != second["output"]["fingerprint"]
+    no_replace = cartpole_cfg(output="minari", dataset_id="cp/mixed-v0", replace=False)
+    with pytest.raises(ConfigError, match="already exists.*set `replace: true`"):
+        run_collect(no_replace, store_url=None, seed=0)
+    foreign = minari_home / "cp" / "foreign-v0" / "data"
+    foreign.mkdir(parents=True)
+    (foreign / "metadata.json").write_text(json.dumps({"algorithm_name": "someone else"}))
+    with pytest.raises(ConfigError, match="not made by amago-pipe collect, so it is never replaced"):
+        run_collect(cartpole_cfg(output="minari", dataset_id="cp/foreign-v0"), store_url=None, seed=0)
+
+
+def test_async_collect_matches_sync(tmp_path: Path) -> None:
+    reports = []
+    for mode in ("sync", "async"):
+        cfg = build_config({"env": {"factory": TOY, "n_envs": 2, "mode": mode}, "policies": [{"policy": "random", "episodes": 6}],
+                            "partition": "plain"})  # fmt: skip
+        reports.append(run_collect(cfg, store_url=str(tmp_path / f"{mode}.zarr"), seed=3))
+    assert reports[0]["total"] == reports[1]["total"]
+
+
+def test_collect_command(tmp_path: Path) -> None:
+    runner = CliRunner()
+    args = ["CartPole-v1", "--policy", "cartpole-pd", "--noise", "0.1", "--episodes", "4", "--n-envs", "2"]
+    result = runner.invoke(collect, [*args, "--store", str(tmp_path / "s.zarr"), "--partition", "demos"])
+    assert result.exit_code == 0, result.output
+    assert "collected 4 episodes" in result.output
+    assert TrajectoryStore.open(tmp_path / "s.zarr").partition_info("demos").episodes == 4
+    result = runner.invoke(collect, [*args, "--minari-id", "cp/cli-v0"])
+    assert result.exit_code == 0 and "minari:cp/cli-v0" in result.output
+    result = runner.invoke(collect, args)
+    assert isinstance(result.exception, ConfigError) and "give exactly one output" in str(result.exception)
