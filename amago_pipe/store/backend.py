@@ -1,0 +1,171 @@
+"""Filesystem operations zarr does not offer synchronously: list, atomic small writes, delete, move, size.
+
+`LocalBackend` (a directory, the default) and `FsspecBackend` (any other URL fsspec knows) share one
+interface; both also hand zarr the matching store object. numpy-free; must not import torch or click.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+
+class LocalBackend:
+    """A store in a local directory. Small files are written to a temporary name and renamed into place."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.url = str(root)
+        self._zarr_store: Any = None
+
+    def zarr_store(self) -> Any:
+        if self._zarr_store is None:
+            from zarr.storage import LocalStore
+
+            self._zarr_store = LocalStore(self.root)
+        return self._zarr_store
+
+    def _path(self, key: str) -> Path:
+        return self.root / key if key else self.root
+
+    def exists(self, key: str = "") -> bool:
+        return self._path(key).exists()
+
+    def read_bytes(self, key: str) -> bytes | None:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def write_atomic(self, key: str, data: bytes) -> None:
+        """Write a whole file so that readers see either nothing or all of it."""
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def list_dir(self, key: str) -> list[str]:
+        """Names of the direct children of `key` (empty when it does not exist)."""
+        try:
+            return sorted(os.listdir(self._path(key)))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+    def is_dir(self, key: str) -> bool:
+        return self._path(key).is_dir()
+
+    def delete(self, key: str) -> None:
+        """Remove a file or a whole tree; missing is fine (another process may have removed it)."""
+        path = self._path(key)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def move(self, src: str, dst: str) -> None:
+        target = self._path(dst)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(self._path(src), target)
+
+    def size(self, key: str) -> int:
+        """Bytes on disk under `key` (files only)."""
+        path = self._path(key)
+        if path.is_file():
+            return path.stat().st_size
+        total = 0
+        for dirpath, _, files in os.walk(path):
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):
+                    total += os.path.getsize(os.path.join(dirpath, name))
+        return total
+
+    def mtime(self, key: str) -> float | None:
+        try:
+            return self._path(key).stat().st_mtime
+        except FileNotFoundError:
+            return None
+
+
+class FsspecBackend:
+    """A store at an fsspec URL (`memory://`, `s3://`, ...). Object stores make each whole-file put atomic."""
+
+    def __init__(self, url: str):
+        import fsspec
+
+        self.url = url.rstrip("/")
+        self.fs, path = fsspec.core.url_to_fs(self.url)
+        self.root = path.rstrip("/")
+        self._zarr_store: Any = None
+
+    def zarr_store(self) -> Any:
+        if self._zarr_store is None:
+            from zarr.storage import FsspecStore
+
+            self._zarr_store = FsspecStore.from_url(self.url)
+        return self._zarr_store
+
+    def _path(self, key: str) -> str:
+        return f"{self.root}/{key}" if key else self.root
+
+    def exists(self, key: str = "") -> bool:
+        return bool(self.fs.exists(self._path(key)))
+
+    def read_bytes(self, key: str) -> bytes | None:
+        try:
+            data: bytes = self.fs.cat_file(self._path(key))
+            return data
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+
+    def write_atomic(self, key: str, data: bytes) -> None:
+        self.fs.pipe_file(self._path(key), data)
+
+    def list_dir(self, key: str) -> list[str]:
+        try:
+            entries = self.fs.ls(self._path(key), detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
+
+    def is_dir(self, key: str) -> bool:
+        return bool(self.fs.isdir(self._path(key)))
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self._path(key), recursive=True)
+
+    def move(self, src: str, dst: str) -> None:
+        self.fs.mv(self._path(src), self._path(dst), recursive=True)
+
+    def size(self, key: str) -> int:
+        try:
+            return int(self.fs.du(self._path(key), total=True))
+        except FileNotFoundError:
+            return 0
+
+    def mtime(self, key: str) -> float | None:
+        return None
+
+
+Backend = LocalBackend | FsspecBackend
+
+
+def backend_for(url: str | Path) -> Backend:
+    """A local directory for paths and `file://` URLs, fsspec for every other URL."""
+    text = str(url)
+    if isinstance(url, Path) or "://" not in text:
+        return LocalBackend(Path(text).expanduser().absolute())
+    if text.startswith("file://"):
+        return LocalBackend(Path(text[len("file://") :]).expanduser().absolute())
+    return FsspecBackend(text)

@@ -1,0 +1,232 @@
+"""The on-disk layout of a trajectory store: key paths, root attributes, codecs, chunking, segment ids.
+
+One store is one Zarr v3 hierarchy:
+
+    zarr.json                                   root group; attrs["amago_pipe_store"] = format, spec, creation
+    partitions/<name>/zarr.json                 partition group; attrs = {"kind", "capacity_timesteps"}
+    partitions/<name>/segments/<id>/...         one segment: a zarr group of step-aligned arrays
+    partitions/<name>/sealed/<id>.json          seal marker, written last (atomically); lists the episode table
+    quarantine/<name>/<id>/                     damaged segments moved aside by `verify --quarantine`
+
+numpy + zarr only; must not import torch or click.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from amago_pipe.errors import DataError, StoreFormatError, did_you_mean
+from amago_pipe.spec import DataSpec
+
+FORMAT_NAME = "amago-pipe/trajectory-store"
+FORMAT_VERSION = 1
+"""Bump when the layout changes; readers refuse stores with a newer version."""
+ROOT_ATTR = "amago_pipe_store"
+PARTITIONS = "partitions"
+QUARANTINE = "quarantine"
+CODECS = ("zstd", "lz4", "none")
+DEFAULT_CODEC = "zstd"
+CHUNK_TARGET_BYTES = 1 << 20
+"""Uncompressed bytes per chunk along the time axis (features are never split)."""
+MAX_CHUNK_ROWS = 1 << 16
+PartitionKind = Literal["protected", "fifo", "plain"]
+PARTITION_KINDS: tuple[str, ...] = ("protected", "fifo", "plain")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_SEGMENT_ID_RE = re.compile(r"^(\d{19})-(\d{7})-([0-9a-f]{6})$")
+
+
+# ---------------------------------------------------------------- key paths
+
+
+def partition_key(partition: str) -> str:
+    return f"{PARTITIONS}/{partition}"
+
+
+def segments_key(partition: str) -> str:
+    return f"{PARTITIONS}/{partition}/segments"
+
+
+def segment_key(partition: str, segment_id: str) -> str:
+    return f"{PARTITIONS}/{partition}/segments/{segment_id}"
+
+
+def sealed_key(partition: str) -> str:
+    return f"{PARTITIONS}/{partition}/sealed"
+
+
+def marker_key(partition: str, segment_id: str) -> str:
+    return f"{PARTITIONS}/{partition}/sealed/{segment_id}.json"
+
+
+def quarantine_key(partition: str, segment_id: str) -> str:
+    return f"{QUARANTINE}/{partition}/{segment_id}"
+
+
+# ---------------------------------------------------------------- names and ids
+
+
+def check_partition_name(name: str) -> str:
+    """Return `name` if it is a valid partition name, else raise DataError."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise DataError(
+            f"invalid partition name {name!r}: use letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+    return name
+
+
+def default_kind(partition: str) -> PartitionKind:
+    """Kind a partition gets when first written without `configure_partition`: by name."""
+    if partition == "protected":
+        return "protected"
+    if partition == "fifo":
+        return "fifo"
+    return "plain"
+
+
+def check_kind(kind: str) -> PartitionKind:
+    if kind not in PARTITION_KINDS:
+        raise DataError(
+            f"unknown partition kind {kind!r} (known: {', '.join(PARTITION_KINDS)}){did_you_mean(kind, PARTITION_KINDS)}"
+        )
+    return kind  # type: ignore[return-value]
+
+
+def new_segment_id() -> str:
+    """`<time_ns>-<pid>-<random>`: ids sort by creation time, so FIFO eviction drops the oldest first."""
+    return f"{time.time_ns():019d}-{os.getpid() % 10_000_000:07d}-{secrets.token_hex(3)}"
+
+
+def is_segment_id(name: str) -> bool:
+    return bool(_SEGMENT_ID_RE.match(name))
+
+
+def segment_created(segment_id: str) -> float:
+    """Unix time at which a segment was started (from its id)."""
+    m = _SEGMENT_ID_RE.match(segment_id)
+    return int(m.group(1)) / 1e9 if m else 0.0
+
+
+def segment_pid(segment_id: str) -> int | None:
+    m = _SEGMENT_ID_RE.match(segment_id)
+    return int(m.group(2)) if m else None
+
+
+def writer_info() -> dict[str, Any]:
+    """Who writes a segment: used by `verify` to tell abandoned segments from ones still being written."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+
+
+# ---------------------------------------------------------------- root attributes
+
+
+def root_attrs(spec: DataSpec, codec: str) -> dict[str, Any]:
+    """The `amago_pipe_store` root attribute of a new store."""
+    import zarr
+
+    from amago_pipe import __version__
+
+    return {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "spec": spec.to_json(),
+        "codec": codec,
+        "created": {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "amago_pipe": __version__,
+            "zarr": zarr.__version__,
+            "numpy": np.__version__,
+            "python": platform.python_version(),
+            "host": socket.gethostname(),
+        },
+    }
+
+
+def check_root_attrs(attrs: dict[str, Any], where: str) -> dict[str, Any]:
+    """Validate the root attribute of an existing store; StoreFormatError names what is wrong."""
+    info = attrs.get(ROOT_ATTR)
+    if not isinstance(info, dict) or info.get("format") != FORMAT_NAME:
+        raise StoreFormatError(
+            f"{where}: a zarr group but not an amago-pipe trajectory store (root attribute "
+            f"'{ROOT_ATTR}' is missing); create a store with TrajectoryStore.create or a convert stage"
+        )
+    version = info.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise StoreFormatError(f"{where}: malformed store format version {version!r}; expected a positive integer")
+    if version > FORMAT_VERSION:
+        raise StoreFormatError(
+            f"{where}: store format version {version} is newer than this amago-pipe reads "
+            f"(up to {FORMAT_VERSION}); upgrade amago-pipe to open it"
+        )
+    if info.get("codec", DEFAULT_CODEC) not in CODECS:
+        raise StoreFormatError(
+            f"{where}: unknown codec {info.get('codec')!r} in the store attributes (known: {', '.join(CODECS)})"
+        )
+    return info
+
+
+# ---------------------------------------------------------------- fields, codecs, chunks
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One per-row array of a segment: obs/<key>, goals/<key>, actions, rewards, terminated, truncated."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+
+    @property
+    def row_bytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+def segment_fields(spec: DataSpec) -> dict[str, FieldSpec]:
+    """The arrays every segment holds, in a fixed order. Rows are step-aligned: row t holds obs_t and the
+    action, reward and flags that follow it; the last row of each episode holds obs_T and zero padding."""
+    fields: dict[str, FieldSpec] = {}
+    for key, arr in spec.observations.items():
+        fields[f"obs/{key}"] = FieldSpec(f"obs/{key}", tuple(arr.shape), np.dtype(arr.dtype))
+    for key, arr in spec.goals.items():
+        fields[f"goals/{key}"] = FieldSpec(f"goals/{key}", tuple(arr.shape), np.dtype(arr.dtype))
+    fields["actions"] = FieldSpec("actions", tuple(spec.action.shape), np.dtype(spec.action.dtype))
+    fields["rewards"] = FieldSpec("rewards", (), np.dtype(np.float32))
+    fields["terminated"] = FieldSpec("terminated", (), np.dtype(np.bool_))
+    fields["truncated"] = FieldSpec("truncated", (), np.dtype(np.bool_))
+    for name in fields:
+        for part in name.split("/")[1:]:
+            if not part or part in (".", "..") or part.startswith("__"):
+                raise DataError(
+                    f"observation/goal key {name.split('/', 1)[1]!r} cannot be stored: empty, '.', '..' or '__' parts"
+                )
+    return fields
+
+
+def chunk_rows(row_bytes: int, expected_rows: int | None = None) -> int:
+    """Rows per chunk: a power of two near CHUNK_TARGET_BYTES, no larger than the expected segment."""
+    rows = max(1, CHUNK_TARGET_BYTES // max(1, row_bytes))
+    rows = min(1 << (rows.bit_length() - 1), MAX_CHUNK_ROWS)
+    if expected_rows is not None and expected_rows > 0:
+        rows = min(rows, 1 << max(0, (expected_rows - 1).bit_length()))
+    return max(1, rows)
+
+
+def compressors(codec: str) -> Any:
+    """zarr v3 compressor list for a codec name (blosc with byte shuffle; zstd level 3 or lz4)."""
+    from zarr.codecs import BloscCodec
+
+    if codec == "none":
+        return None
+    if codec == "zstd":
+        return [BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")]
+    if codec == "lz4":
+        return [BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")]
+    raise DataError(f"unknown codec {codec!r} (known: {', '.join(CODECS)}){did_you_mean(codec, CODECS)}")

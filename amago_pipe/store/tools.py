@@ -1,0 +1,138 @@
+"""Store maintenance behind `amago-pipe store ...`: describe (inspect), histograms, copy between stores.
+
+`verify_store` lives in verify.py. numpy + zarr only; must not import torch or click.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from amago_pipe.errors import DataError
+from amago_pipe.store.format import marker_key
+from amago_pipe.store.info import SegmentMarker
+from amago_pipe.store.reader import SegmentVanished, episode_blocks, episode_meta, open_segment
+from amago_pipe.store.segments import SegmentBuilder
+from amago_pipe.store.zarr_store import TrajectoryStore
+
+HISTOGRAM_BINS = 10
+
+
+def return_histogram(returns: np.ndarray, bins: int = HISTOGRAM_BINS) -> dict[str, list[float] | list[int]]:
+    """Equal-width histogram of episode returns: {"edges": [bins+1], "counts": [bins]}."""
+    finite = returns[np.isfinite(returns)]
+    if not len(finite):
+        return {"edges": [], "counts": []}
+    lo, hi = float(finite.min()), float(finite.max())
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    counts, edges = np.histogram(finite, bins=bins, range=(lo, hi))
+    return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
+
+
+def describe_store(store: TrajectoryStore) -> dict[str, Any]:
+    """Everything `store inspect` shows, as JSON-able data: format, spec, partitions, return histograms."""
+    partitions: dict[str, Any] = {}
+    for name in store.partitions():
+        info = store.partition_info(name).to_json()
+        markers = store.markers(name)
+        returns = np.concatenate([m.returns for m in markers]) if markers else np.zeros(0)
+        info["return_histogram"] = return_histogram(returns)
+        info["oldest_segment"] = markers[0].info.created if markers else None
+        info["newest_segment"] = markers[-1].info.created if markers else None
+        partitions[name] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in info.items()}
+    totals = {k: sum(p[k] for p in partitions.values()) for k in ("segments", "episodes", "timesteps", "bytes")}
+    return {
+        "url": store.url,
+        "format_version": store.format_version,
+        "codec": store.codec,
+        "created": store.info.get("created", {}),
+        "spec": store.spec.to_json(),
+        "fingerprint": store.fingerprint(),
+        "partitions": partitions,
+        "total": totals,
+    }
+
+
+def histogram_lines(hist: dict[str, Any], width: int = 30) -> list[str]:
+    """Text bars of a return histogram, one line per bin: `[  -1.5,    2.0)  ████  12`."""
+    counts, edges = hist.get("counts") or [], hist.get("edges") or []
+    top = max(counts, default=0)
+    lines = []
+    for i, c in enumerate(counts):
+        bar = "█" * (round(width * c / top) if top else 0)
+        lines.append(f"[{edges[i]:>10.4g}, {edges[i + 1]:>10.4g})  {bar:<{width}}  {c}")
+    return lines
+
+
+@dataclass
+class CopyReport:
+    """What `copy_store` did, per partition."""
+
+    copied: dict[str, int] = field(default_factory=dict)
+    """Segments copied by partition."""
+    skipped: dict[str, int] = field(default_factory=dict)
+    """Segments already present in the destination (same id), by partition."""
+    timesteps: int = 0
+
+
+def copy_store(src: TrajectoryStore, dst_url: str | Path, partitions: list[str] | None = None) -> CopyReport:
+    """Copy sealed segments (all partitions or the named ones) into `dst_url`, created with the source spec
+    if missing. Segment ids are kept, so copying again only adds what is new."""
+    names = partitions or src.partitions()
+    known = src.partitions()
+    for name in names:
+        if name not in known:
+            raise DataError(f"copy: no partition '{name}' in {src.url} (partitions: {', '.join(known) or 'none'})")
+    dst = TrajectoryStore.create(dst_url, src.spec, exist_ok=True, codec=src.codec)
+    if dst.url == src.url:
+        raise DataError(f"copy: source and destination are the same store ({src.url})")
+    report = CopyReport()
+    for name in names:
+        if name not in dst.partitions():
+            kind, capacity = src.partition_config(name)
+            dst.configure_partition(name, kind=kind, capacity_timesteps=capacity)
+        present = {s.id for s in dst.segments(name)}
+        report.copied[name], report.skipped[name] = 0, 0
+        for marker in src.markers(name):
+            if marker.info.id in present:
+                report.skipped[name] += 1
+                continue
+            try:
+                _copy_segment(src, dst, marker)
+            except SegmentVanished:
+                continue
+            report.copied[name] += 1
+            report.timesteps += marker.info.timesteps
+    return report
+
+
+def _copy_segment(src: TrajectoryStore, dst: TrajectoryStore, marker: SegmentMarker) -> None:
+    """Re-encode one segment into `dst` under the same id, in blocks of whole episodes."""
+    info = marker.info
+    group, arrays = open_segment(src, info.partition, info.id)
+    env_names, sources, metas = episode_meta(group, info.episodes)
+    builder = SegmentBuilder(dst, info.partition, segment_id=info.id, expected_rows=info.rows, attrs=info.attrs)
+    try:
+        for first, last, lo, hi in episode_blocks(src, marker):
+            rows = {name: np.asarray(arr[lo:hi]) for name, arr in arrays.items()}
+            builder.add_block(
+                rows,
+                marker.lengths[first:last].tolist(),
+                marker.time_starts[first:last].tolist(),
+                marker.returns[first:last].tolist(),
+                env_names[first:last],
+                sources[first:last],
+                metas[first:last],
+            )
+        if not src.backend.exists(marker_key(info.partition, info.id)):
+            raise SegmentVanished(info.id)
+        sealed = builder.seal()
+    except BaseException:
+        builder.abort()
+        raise
+    dst._segment_sealed(info.partition, sealed)
