@@ -1,0 +1,69 @@
+"""The `convert` stage inside a real pipeline run: report in the stage folder, skip when unchanged, re-run
+when the source changes (replacing its old copy), and a failing source that leaves the store as it was."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import h5py
+import numpy as np
+from amago_pipe.converters import synthetic as syn
+
+from amago_pipe.store import TrajectoryStore
+
+PIPELINE = """\
+version: 1
+name: conv
+store: store.zarr
+stages:
+  data: {type: convert, source: d4rl, path: d.hdf5, partition: protected}
+  more: {type: convert, source: d4rl, path: e.hdf5, partition: protected, needs: []}
+"""
+
+
+def write(tmp_path: Path, name: str, lengths: list[int], seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    eps = [syn.continuous_episode(rng, n, "timeout") for n in lengths]
+    return syn.write_d4rl_hdf5(tmp_path / name, eps)
+
+
+def lock(tmp_path: Path) -> dict:
+    return json.loads((tmp_path / "runs/conv/pipeline.lock.json").read_text())["stages"]
+
+
+def test_convert_stage_runs_skips_and_reruns(amago, tmp_path: Path):
+    write(tmp_path, "d.hdf5", [4, 6], seed=0)
+    write(tmp_path, "e.hdf5", [3], seed=1)
+    (tmp_path / "p.yaml").write_text(PIPELINE)
+    amago("run", "p.yaml", check=True)
+    report = json.loads((tmp_path / "runs/conv/stages/data/report.json").read_text())
+    assert report["status"] == "converted" and report["timesteps"] == 10 and report["accounting"]["balanced"]
+    assert lock(tmp_path)["data"]["metrics"]["timesteps"] == 10
+    store = TrajectoryStore.open(tmp_path / "store.zarr")
+    assert store.partition_info("protected").timesteps == 13
+
+    second = amago("run", "p.yaml", check=True).stdout
+    assert second.count("unchanged") == 2
+
+    write(tmp_path, "d.hdf5", [5, 5, 2], seed=2)
+    third = amago("run", "p.yaml", check=True).stdout
+    assert "input changed" in third and third.count("unchanged") == 1
+    store = TrajectoryStore.open(tmp_path / "store.zarr")
+    assert store.partition_info("protected").timesteps == 15  # the old copy of d.hdf5 was replaced
+    report = json.loads((tmp_path / "runs/conv/stages/data/report.json").read_text())
+    assert "replaced_previous_conversion" in {a["kind"] for a in report["adjustments"]}
+
+
+def test_failing_source_fails_the_stage_and_leaves_the_store(amago, tmp_path: Path):
+    write(tmp_path, "d.hdf5", [4], seed=0)
+    bad = write(tmp_path, "e.hdf5", [3, 3], seed=1)
+    with h5py.File(bad, "a") as f:
+        f["rewards"][4] = np.inf
+    (tmp_path / "p.yaml").write_text(PIPELINE)
+    proc = amago("run", "p.yaml")
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "episode 1: rewards has 1 non-finite value(s)" in proc.stderr
+    store = TrajectoryStore.open(tmp_path / "store.zarr")
+    assert store.partition_info("protected").timesteps == 4
+    assert lock(tmp_path)["more"]["status"] == "failed"

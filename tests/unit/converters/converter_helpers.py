@@ -1,0 +1,38 @@
+"""Helpers shared by the converter tests: build a config strictly, run a conversion, read a partition back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from amago_pipe.converters.report import ConversionReport
+from amago_pipe.converters.run import convert
+
+from amago_pipe.config.build import Problems, build
+from amago_pipe.config.convert import ConvertStageConfig
+from amago_pipe.store import Episode, TrajectoryStore
+
+
+def make_config(**data: Any) -> ConvertStageConfig:
+    """A ConvertStageConfig built the strict way a pipeline builds it (ConfigError on problems)."""
+    problems = Problems()
+    cfg = build(ConvertStageConfig, {"type": "convert", **data}, problems)
+    problems.raise_if_any()
+    if not isinstance(cfg, ConvertStageConfig):
+        raise TypeError(f"built {type(cfg).__name__}")
+    return cfg
+
+
+def run(store: Path, **data: Any) -> ConversionReport:
+    """Convert with the given config fields into `store`."""
+    return convert(make_config(**data), store)
+
+
+def stored(store: Path, partition: str = "protected") -> list[Episode]:
+    """Every episode of a partition, in order."""
+    return list(TrajectoryStore.open(store).iter_episodes(partition))
+
+
+def store_listing(store: Path) -> list[str]:
+    """Every file below the store (to prove a failed conversion left it untouched)."""
+    return sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
