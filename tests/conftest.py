@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_support import cli_env
 
 TESTS_DIR = Path(__file__).parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
-
-
-def cli_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR), env.get("PYTHONPATH", "")])
-    env.setdefault("WANDB_MODE", "disabled")
-    env["COLUMNS"] = "200"
-    return env
 
 
 @pytest.fixture

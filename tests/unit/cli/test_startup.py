@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import cli_env
+from cli_support import cli_env
 
 REPO = Path(__file__).resolve().parents[3]
 

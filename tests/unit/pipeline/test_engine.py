@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli_env
+from cli_support import cli_env
 
 PIPELINE = """\
 version: 1
