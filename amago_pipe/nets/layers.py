@@ -1,0 +1,156 @@
+"""Small building blocks shared by the networks: activations, norms, sigma-reparam linears, MLPs, running norms.
+
+Pure torch modules; must not import stores, YAML, pipelines or config loading.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "leaky_relu": nn.LeakyReLU,
+    "gelu": nn.GELU,
+    "relu": nn.ReLU,
+    "silu": nn.SiLU,
+}
+
+
+def activation(name: str) -> nn.Module:
+    """A fresh activation module by name (`leaky_relu`, `gelu`, `relu`, `silu`)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation '{name}'; expected one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]()
+
+
+class RMSNorm(nn.RMSNorm):
+    """RMSNorm computed in its weight's dtype (float32 under autocast, like LayerNorm), output in the input's."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.to(self.weight.dtype)).to(x.dtype)
+
+
+def norm_layer(kind: str, dim: int) -> nn.Module:
+    """`layer` (LayerNorm), `rms` (RMSNorm) or `none` (identity) over the last axis of width `dim`."""
+    if kind == "layer":
+        return nn.LayerNorm(dim)
+    if kind == "rms":
+        return RMSNorm(dim)
+    if kind == "none":
+        return nn.Identity()
+    raise ValueError(f"unknown norm '{kind}'; expected 'layer', 'rms' or 'none'")
+
+
+class SigmaReparamLinear(nn.Module):
+    """Linear layer with weight `gamma / sigma(W) * W` (sigma-reparam, arXiv:2303.06296).
+
+    sigma(W) is the spectral norm, tracked by one power-iteration step per training forward
+    (the `u`, `v` buffers); evaluation mode reuses the stored vectors, so it is deterministic.
+    """
+
+    u: torch.Tensor
+    v: torch.Tensor
+
+    def __init__(self, d_in: int, d_out: int, bias: bool = True):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(d_out, d_in))
+        self.bias = nn.Parameter(torch.zeros(d_out)) if bias else None
+        self.gamma = nn.Parameter(torch.ones(()))
+        nn.init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            bound = 1.0 / math.sqrt(d_in)
+            nn.init.uniform_(self.bias, -bound, bound)
+        u, v = torch.randn(d_out), torch.randn(d_in)
+        self.register_buffer("u", u / u.norm())
+        self.register_buffer("v", v / v.norm())
+        self._power_iteration(steps=20)  # start from a converged sigma, so evaluation before training is sane
+
+    @torch.no_grad()
+    def _power_iteration(self, steps: int = 1) -> None:
+        for _ in range(steps):
+            self.v.copy_(F.normalize(self.weight.t() @ self.u, dim=0, eps=1e-8))
+            self.u.copy_(F.normalize(self.weight @ self.v, dim=0, eps=1e-8))
+
+    def effective_weight(self) -> torch.Tensor:
+        """`gamma / sigma * W` in float32 (even under autocast); updates u, v in training mode."""
+        with torch.autocast(self.weight.device.type, enabled=False):
+            if self.training:
+                self._power_iteration()
+            sigma = torch.dot(self.u, self.weight @ self.v)
+            return self.weight * (self.gamma / sigma)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.effective_weight(), self.bias)
+
+
+def linear(d_in: int, d_out: int, *, sigma_reparam: bool = False, bias: bool = True) -> nn.Module:
+    """`nn.Linear`, or `SigmaReparamLinear` when asked."""
+    return SigmaReparamLinear(d_in, d_out, bias) if sigma_reparam else nn.Linear(d_in, d_out, bias=bias)
+
+
+def mlp(
+    d_in: int,
+    d_hidden: int,
+    n_layers: int,
+    d_out: int,
+    *,
+    act: str = "leaky_relu",
+    dropout: float = 0.0,
+    hidden_norm: str = "none",
+) -> nn.Sequential:
+    """`n_layers` hidden layers (linear, [norm], activation, [dropout]) followed by a linear output layer."""
+    layers: list[nn.Module] = []
+    width = d_in
+    for _ in range(n_layers):
+        layers += [nn.Linear(width, d_hidden), norm_layer(hidden_norm, d_hidden), activation(act)]
+        if dropout > 0:
+            layers.append(nn.Dropout(dropout))
+        width = d_hidden
+    layers.append(nn.Linear(width, d_out))
+    return nn.Sequential(*layers)
+
+
+class RunningNorm(nn.Module):
+    """Normalise features with running mean/variance (Chan's parallel update) collected in training mode.
+
+    Statistics are updated by every training-mode forward and frozen in evaluation mode; until a
+    first update the layer is the identity.
+    """
+
+    count: torch.Tensor
+    mean: torch.Tensor
+    var: torch.Tensor
+
+    def __init__(self, dim: int, *, clip: float = 10.0, eps: float = 1e-5):
+        super().__init__()
+        self.clip, self.eps = clip, eps
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: torch.Tensor) -> None:
+        """Fold a batch `(..., D)` into the statistics."""
+        flat = x.reshape(-1, x.shape[-1]).to(torch.float64)  # (N, D)
+        n = flat.shape[0]
+        if n == 0:
+            return
+        batch_mean = flat.mean(0)
+        batch_var = flat.var(0, unbiased=False)
+        total = self.count + n
+        delta = batch_mean - self.mean
+        self.mean.add_(delta * n / total)
+        m2 = self.var * self.count + batch_var * n + delta.square() * self.count * n / total
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.update(x)
+        mean = self.mean.to(x.dtype)
+        std = (self.var + self.eps).sqrt().to(x.dtype)
+        normalized = ((x - mean) / std).clamp(-self.clip, self.clip)
+        return torch.where(self.count > 0, normalized, x)  # no host sync on GPU

@@ -1,0 +1,139 @@
+"""Route each observation key of a DataSpec to an image or a vector input, and turn tensors into features.
+Pure torch; must not import stores, YAML or pipelines.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from amago_pipe.config.nets import CnnTstepConfig, ObsKeyConfig, TstepEncoderConfig
+from amago_pipe.errors import ConfigError, DataError, did_you_mean
+from amago_pipe.spec import ArraySpec, DataSpec
+
+MAX_ONE_HOT = 256
+"""Integer scalar observations with at most this many values (known bounds) are one-hot encoded."""
+
+
+@dataclass(frozen=True)
+class KeyPlan:
+    """How one observation key enters the network."""
+
+    key: str
+    kind: str
+    """`image` or `vector`."""
+    shape: tuple[int, ...]
+    """Per-step shape from the DataSpec."""
+    width: int = 0
+    """Feature width of a vector key."""
+    one_hot: int = 0
+    """Number of classes when a scalar integer key is one-hot encoded (0: not)."""
+    low: int = 0
+    """Smallest value of a one-hot key."""
+    scale: float = 1.0
+    """Multiplier applied after the float cast (1/255 for uint8)."""
+    channels_first: bool = False
+    cnn: str = "nature"
+
+    @property
+    def image_chw(self) -> tuple[int, int, int]:
+        """(C, H, W) of an image key."""
+        if len(self.shape) == 2:
+            return (1, *self.shape)
+        c_first = (self.shape[0], self.shape[1], self.shape[2])
+        return c_first if self.channels_first else (self.shape[2], self.shape[0], self.shape[1])
+
+
+def plan_keys(spec: DataSpec, cfg: TstepEncoderConfig, *, images: bool) -> list[KeyPlan]:
+    """One KeyPlan per used observation key, sorted by key; `images` lets 2/3-d keys become images."""
+    unknown = sorted(set(cfg.keys) - set(spec.observations))
+    if unknown:
+        known = sorted(spec.observations)
+        raise ConfigError(
+            f"tstep_encoder.keys: unknown observation key '{unknown[0]}' (the data has: {', '.join(known)})"
+            f"{did_you_mean(unknown[0], known)}",
+            path="tstep_encoder.keys",
+        )
+    plans = []
+    for key in sorted(spec.observations):
+        arr, over = spec.observations[key], cfg.keys.get(key, ObsKeyConfig())
+        if over.use == "ignore":
+            continue
+        as_image = over.use == "image" or (over.use == "auto" and images and len(arr.shape) == 3)
+        if as_image:
+            plans.append(_image_plan(key, arr, over, cfg, images))
+        else:
+            plans.append(_vector_plan(key, arr))
+    return plans
+
+
+def _vector_plan(key: str, arr: ArraySpec) -> KeyPlan:
+    scale = 1.0 / 255.0 if arr.dtype == "uint8" else 1.0
+    is_int = arr.dtype.startswith(("int", "uint"))
+    if arr.shape == () and is_int and arr.low is not None and arr.high is not None:
+        n = int(arr.high) - int(arr.low) + 1
+        if 1 < n <= MAX_ONE_HOT:
+            return KeyPlan(key, "vector", arr.shape, width=n, one_hot=n, low=int(arr.low))
+    return KeyPlan(key, "vector", arr.shape, width=max(1, math.prod(arr.shape)), scale=scale)
+
+
+def _image_plan(key: str, arr: ArraySpec, over: ObsKeyConfig, cfg: TstepEncoderConfig, images: bool) -> KeyPlan:
+    where = f"tstep_encoder.keys.{key}"
+    if not images:
+        raise ConfigError(f"{where}.use: the '{cfg.type}' encoder takes no images; use `type: cnn`", path=where)
+    if len(arr.shape) not in (2, 3):
+        raise ConfigError(
+            f"{where}.use: image keys need shape (H, W), (H, W, C) or (C, H, W); '{key}' has shape {arr.shape}",
+            path=where,
+        )
+    default_first = cfg.channels_first if isinstance(cfg, CnnTstepConfig) else None
+    channels_first = over.channels_first if over.channels_first is not None else default_first
+    if channels_first is None and len(arr.shape) == 3:
+        first, last = arr.shape[0], arr.shape[2]
+        if first == last:
+            raise ConfigError(
+                f"{where}: cannot tell the channel axis of image '{key}' with shape {arr.shape}; "
+                f"set tstep_encoder.channels_first (or keys.{key}.channels_first) to true or false",
+                path=where,
+            )
+        channels_first = first < last
+    cnn = over.cnn or (cfg.cnn if isinstance(cfg, CnnTstepConfig) else "nature")
+    scale = 1.0 / 255.0 if arr.dtype == "uint8" else 1.0
+    return KeyPlan(key, "image", arr.shape, scale=scale, channels_first=bool(channels_first), cnn=cnn)
+
+
+def check_obs(obs: dict[str, torch.Tensor], plans: list[KeyPlan], rl2: torch.Tensor, rl2_dim: int) -> None:
+    """DataError unless every planned key is present with `(B, L, *spec shape)` and rl2 is `(B, L, rl2_dim)`."""
+    if rl2.dim() != 3 or rl2.shape[-1] != rl2_dim:
+        raise DataError(f"tstep encoder: rl2 must have shape (B, L, {rl2_dim}), got {tuple(rl2.shape)}")
+    for plan in plans:
+        if plan.key not in obs:
+            raise DataError(f"tstep encoder: observation '{plan.key}' is missing (got keys: {sorted(obs)})")
+        found = tuple(obs[plan.key].shape)
+        if found[:2] != tuple(rl2.shape[:2]) or found[2:] != plan.shape:
+            raise DataError(
+                f"tstep encoder: observation '{plan.key}' has shape {found}, expected "
+                f"{(*rl2.shape[:2], *plan.shape)} (B, L, *shape from the data spec)"
+            )
+
+
+def vector_features(x: torch.Tensor, plan: KeyPlan) -> torch.Tensor:
+    """`(B, L, *shape)` -> `(B, L, width)` float features (one-hot for small integer scalars)."""
+    if plan.one_hot:
+        idx = (x.long() - plan.low).clamp(0, plan.one_hot - 1)
+        return F.one_hot(idx, plan.one_hot).float()  # (B, L, n)
+    flat = x.reshape(*x.shape[:2], plan.width).float()  # (B, L, width)
+    return flat * plan.scale if plan.scale != 1.0 else flat
+
+
+def image_batch(x: torch.Tensor, plan: KeyPlan) -> torch.Tensor:
+    """`(B, L, *shape)` -> `(B * L, C, H, W)` float images (uint8 scaled to [0, 1])."""
+    imgs = x.reshape(-1, *plan.shape).float()  # (B*L, *shape)
+    if len(plan.shape) == 2:
+        imgs = imgs[:, None]  # (B*L, 1, H, W)
+    elif not plan.channels_first:
+        imgs = imgs.permute(0, 3, 1, 2)  # (B*L, C, H, W)
+    return imgs * plan.scale if plan.scale != 1.0 else imgs

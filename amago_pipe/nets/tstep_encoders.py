@@ -1,0 +1,99 @@
+"""Timestep encoders `(obs dict (B, L, ...), rl2 (B, L, 1 + A)) -> (B, L, D)`: `ff` and multi-modal `cnn`.
+Pure torch; must not import stores, YAML or pipelines.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from amago_pipe.config.nets import CnnTstepConfig, FFTstepConfig
+from amago_pipe.errors import ConfigError
+from amago_pipe.nets.base import TstepEncoder
+from amago_pipe.nets.cnn import build_cnn, random_shift
+from amago_pipe.nets.layers import RunningNorm, activation, mlp, norm_layer
+from amago_pipe.nets.obs_features import KeyPlan, check_obs, image_batch, plan_keys, vector_features
+from amago_pipe.spec import DataSpec
+
+
+def _vector_input(obs: dict[str, torch.Tensor], plans: list[KeyPlan], like: torch.Tensor) -> torch.Tensor:
+    """Concatenated vector features `(B, L, sum of widths)` (width 0 when there are none)."""
+    feats = [vector_features(obs[p.key], p) for p in plans]
+    if not feats:
+        return like.new_zeros(*like.shape[:2], 0)
+    return torch.cat(feats, dim=-1).to(like.dtype)
+
+
+class FFTstepEncoder(TstepEncoder):
+    """MLP over all observation keys (flattened; small integer scalars one-hot) and rl2."""
+
+    def __init__(self, *, spec: DataSpec, cfg: FFTstepConfig):
+        super().__init__()
+        self.plans = plan_keys(spec, cfg, images=False)
+        self.rl2_dim, self.hide_rl2 = spec.rl2_dim, cfg.hide_rl2
+        obs_dim = sum(p.width for p in self.plans)
+        self.obs_norm: nn.Module = RunningNorm(obs_dim) if cfg.normalize_inputs and obs_dim else nn.Identity()
+        self.net = mlp(obs_dim + self.rl2_dim, cfg.d_hidden, cfg.n_layers, cfg.d_output, act=cfg.activation)
+        self.out_norm = norm_layer(cfg.out_norm, cfg.d_output)
+        self.out_dim = cfg.d_output
+
+    def forward(self, obs: dict[str, torch.Tensor], rl2: torch.Tensor) -> torch.Tensor:
+        check_obs(obs, self.plans, rl2, self.rl2_dim)
+        x = self.obs_norm(_vector_input(obs, self.plans, rl2))  # (B, L, obs_dim)
+        rl2 = torch.zeros_like(rl2) if self.hide_rl2 else rl2
+        return self.out_norm(self.net(torch.cat((x, rl2), dim=-1)))  # (B, L, D)
+
+
+class CnnTstepEncoder(TstepEncoder):
+    """One CNN per image key, an MLP over vector keys + rl2, merged by a linear layer (any mix of keys)."""
+
+    def __init__(self, *, spec: DataSpec, cfg: CnnTstepConfig):
+        super().__init__()
+        plans = plan_keys(spec, cfg, images=True)
+        self.image_plans = [p for p in plans if p.kind == "image"]
+        self.vector_plans = [p for p in plans if p.kind == "vector"]
+        if not self.image_plans:
+            shapes = {k: a.shape for k, a in spec.observations.items()}
+            raise ConfigError(
+                f"tstep_encoder: the cnn encoder found no image observation (keys and shapes: {shapes}); "
+                "use `type: ff`, or mark a key with `keys: {<key>: {use: image}}`",
+                path="tstep_encoder.type",
+            )
+        self.cfg, self.rl2_dim = cfg, spec.rl2_dim
+        self.cnns = nn.ModuleDict()
+        self.img_heads = nn.ModuleDict()
+        for p in self.image_plans:
+            cnn = build_cnn(p.cnn, p.image_chw, act=cfg.activation, impala_channels=cfg.impala_channels)
+            self.cnns[_safe(p.key)] = cnn
+            self.img_heads[_safe(p.key)] = nn.Sequential(
+                nn.Linear(cnn.out_dim, cfg.img_features), activation(cfg.activation)
+            )
+        vec_dim = sum(p.width for p in self.vector_plans)
+        self.vec_norm: nn.Module = RunningNorm(vec_dim) if cfg.normalize_vectors and vec_dim else nn.Identity()
+        self.vec_head = nn.Sequential(
+            nn.Linear(vec_dim + self.rl2_dim, cfg.vector_features), activation(cfg.activation)
+        )
+        merged = cfg.img_features * len(self.image_plans) + cfg.vector_features
+        self.merge = nn.Linear(merged, cfg.d_output)
+        self.out_norm = norm_layer(cfg.out_norm, cfg.d_output)
+        self.out_dim = cfg.d_output
+
+    def forward(self, obs: dict[str, torch.Tensor], rl2: torch.Tensor) -> torch.Tensor:
+        check_obs(obs, self.image_plans + self.vector_plans, rl2, self.rl2_dim)
+        batch, length = rl2.shape[:2]
+        parts = []
+        for p in self.image_plans:
+            imgs = image_batch(obs[p.key], p).to(rl2.dtype)  # (B*L, C, H, W)
+            if self.training and self.cfg.drqv2_aug:
+                imgs = random_shift(imgs, self.cfg.aug_pad, self.cfg.aug_fraction)
+            feats = self.img_heads[_safe(p.key)](self.cnns[_safe(p.key)](imgs))  # (B*L, img_features)
+            parts.append(feats.view(batch, length, -1))
+        vec = self.vec_norm(_vector_input(obs, self.vector_plans, rl2))  # (B, L, vec_dim)
+        rl2 = torch.zeros_like(rl2) if self.cfg.hide_rl2 else rl2
+        parts.append(self.vec_head(torch.cat((vec, rl2), dim=-1)))  # (B, L, vector_features)
+        return self.out_norm(self.merge(torch.cat(parts, dim=-1)))  # (B, L, D)
+
+
+def _safe(key: str) -> str:
+    """ModuleDict keys may not contain '.'; observation keys may (and '/' from nested dicts)."""
+    return key.replace(".", "_dot_").replace("/", "__")

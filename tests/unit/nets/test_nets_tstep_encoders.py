@@ -1,0 +1,157 @@
+"""Timestep encoders: a contract over every TSTEP_ENCODERS entry, multi-modal routing, errors, augmentation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from nets_testing import random_obs
+
+from amago_pipe.config.build import resolve_component_class
+from amago_pipe.config.nets import CnnTstepConfig, FFTstepConfig, ObsKeyConfig, TstepEncoderConfig
+from amago_pipe.config.registries import TSTEP_ENCODERS
+from amago_pipe.errors import ConfigError, DataError
+from amago_pipe.nets import TstepEncoder, build_tstep_encoder
+from amago_pipe.nets.cnn import random_shift
+from amago_pipe.nets.layers import RunningNorm
+from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
+
+SMALL: dict[str, dict[str, object]] = {
+    "ff": {"d_hidden": 32, "d_output": 16},
+    "cnn": {"img_features": 16, "vector_features": 8, "d_output": 16, "cnn": "impala", "impala_channels": (4, 8)},
+}
+
+
+def make(name: str, spec: DataSpec, **extra: object) -> TstepEncoder:
+    cls = resolve_component_class(TstepEncoderConfig, name, "test")
+    return build_tstep_encoder(cls(type=name, **{**SMALL.get(name, {}), **extra}), spec)
+
+
+def rl2_for(spec: DataSpec, batch: int, length: int) -> torch.Tensor:
+    return torch.randn(batch, length, spec.rl2_dim)
+
+
+@pytest.mark.parametrize("name", TSTEP_ENCODERS.names())
+class TestContract:
+    def test_shape_and_per_step_independence(self, name: str, multimodal_spec: DataSpec) -> None:
+        enc = make(name, multimodal_spec).eval()
+        obs, rl2 = random_obs(multimodal_spec, 2, 5), rl2_for(multimodal_spec, 2, 5)
+        out = enc(obs, rl2)
+        assert out.shape == (2, 5, enc.out_dim) and torch.isfinite(out).all()
+        obs2 = {k: v.clone() for k, v in obs.items()}
+        obs2["joints"][:, 3] += 1.0
+        out2 = enc(obs2, rl2)
+        changed = (out2 - out).abs().amax(dim=(0, 2)) > 0  # (L,)
+        assert changed.tolist() == [False, False, False, True, False]
+
+    def test_gradients_reach_every_parameter(self, name: str, multimodal_spec: DataSpec) -> None:
+        enc = make(name, multimodal_spec).train()
+        out = enc(random_obs(multimodal_spec, 2, 3), rl2_for(multimodal_spec, 2, 3))
+        (out * torch.randn_like(out)).sum().backward()
+        missing = [n for n, p in enc.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+        assert not missing
+
+    def test_hide_rl2_ignores_previous_action_and_reward(self, name: str, multimodal_spec: DataSpec) -> None:
+        enc = make(name, multimodal_spec, hide_rl2=True).eval()
+        obs = random_obs(multimodal_spec, 1, 2)
+        a, b = enc(obs, rl2_for(multimodal_spec, 1, 2)), enc(obs, rl2_for(multimodal_spec, 1, 2))
+        torch.testing.assert_close(a, b)
+
+    def test_wrong_observation_shape_is_a_data_error(self, name: str, multimodal_spec: DataSpec) -> None:
+        enc = make(name, multimodal_spec)
+        obs = random_obs(multimodal_spec, 2, 3)
+        obs["joints"] = torch.randn(2, 3, 6)
+        with pytest.raises(DataError, match=r"observation 'joints' has shape \(2, 3, 6\), expected \(2, 3, 5\)"):
+            enc(obs, rl2_for(multimodal_spec, 2, 3))
+        with pytest.raises(DataError, match=r"rl2 must have shape \(B, L, 3\)"):
+            enc(random_obs(multimodal_spec, 2, 3), torch.randn(2, 3, 4))
+
+
+def test_ff_one_hot_encodes_small_integer_keys(vector_spec: DataSpec) -> None:
+    enc = make("ff", vector_spec, normalize_inputs=False)
+    widths = {p.key: (p.width, p.one_hot) for p in enc.plans}  # type: ignore[attr-defined]
+    assert widths == {"mode": (4, 4), "observation": (4, 0)}
+    assert enc(random_obs(vector_spec, 2, 3), rl2_for(vector_spec, 2, 3)).shape == (2, 3, 16)
+
+
+def test_ff_keys_can_be_ignored(vector_spec: DataSpec) -> None:
+    enc = make("ff", vector_spec, keys={"mode": ObsKeyConfig(use="ignore")})
+    obs = random_obs(vector_spec, 1, 2)
+    del obs["mode"]
+    assert enc.eval()(obs, rl2_for(vector_spec, 1, 2)).shape == (1, 2, 16)
+
+
+def test_ff_normalizes_inputs_with_running_statistics(vector_spec: DataSpec) -> None:
+    norm = RunningNorm(3).train()
+    data = torch.randn(64, 10, 3) * torch.tensor([1.0, 3.0, 0.5]) + torch.tensor([5.0, -2.0, 0.0])
+    for chunk in data.split(16):
+        norm(chunk)
+    out = norm.eval()(data)
+    torch.testing.assert_close(out.mean(dim=(0, 1)), torch.zeros(3), atol=1e-4, rtol=0)
+    torch.testing.assert_close(out.std(dim=(0, 1)), torch.ones(3), atol=1e-2, rtol=0)
+    assert torch.equal(RunningNorm(3).eval()(data), data)  # identity before any update
+
+
+def test_cnn_routes_images_and_vectors(multimodal_spec: DataSpec) -> None:
+    enc = make("cnn", multimodal_spec, cnn="impala", keys={"camera": ObsKeyConfig(cnn="nature")})
+    kinds = {p.key: (p.kind, p.cnn, p.channels_first) for p in enc.image_plans}  # type: ignore[attr-defined]
+    assert kinds == {"camera": ("image", "nature", True), "wrist/pixels": ("image", "impala", False)}
+    assert [p.key for p in enc.vector_plans] == ["joints", "mode"]  # type: ignore[attr-defined]
+
+
+def test_cnn_channels_first_and_last_agree() -> None:
+    action = ActionSpec("discrete", (), n=2)
+    first = DataSpec({"img": ArraySpec((3, 9, 10), "uint8")}, action)
+    last = DataSpec({"img": ArraySpec((9, 10, 3), "uint8")}, action)
+    enc_first = make("cnn", first, cnn="impala").eval()
+    enc_last = make("cnn", last, cnn="impala").eval()
+    enc_last.load_state_dict(enc_first.state_dict())
+    img = torch.randint(0, 256, (2, 4, 3, 9, 10), dtype=torch.uint8)
+    rl2 = torch.randn(2, 4, 3)
+    a = enc_first({"img": img}, rl2)
+    b = enc_last({"img": img.permute(0, 1, 3, 4, 2)}, rl2)
+    torch.testing.assert_close(a, b)
+
+
+def test_cnn_configuration_errors(vector_spec: DataSpec, multimodal_spec: DataSpec) -> None:
+    with pytest.raises(ConfigError, match=r"found no image observation .* use `type: ff`"):
+        make("cnn", vector_spec)
+    with pytest.raises(ConfigError, match=r"unknown observation key 'joint' .* did you mean 'joints'\?"):
+        make("cnn", multimodal_spec, keys={"joint": ObsKeyConfig(use="ignore")})
+    square = DataSpec({"img": ArraySpec((3, 8, 3), "uint8")}, vector_spec.action)
+    with pytest.raises(ConfigError, match=r"cannot tell the channel axis .* set tstep_encoder.channels_first"):
+        make("cnn", square)
+    small = DataSpec({"img": ArraySpec((12, 12, 3), "uint8")}, vector_spec.action)
+    with pytest.raises(ConfigError, match=r"nature CNN needs images of at least 36x36, got 12x12; use cnn: impala"):
+        make("cnn", small, cnn="nature")
+    with pytest.raises(ConfigError, match=r"the 'ff' encoder takes no images; use `type: cnn`"):
+        make("ff", multimodal_spec, keys={"camera": ObsKeyConfig(use="image")})
+
+
+def test_random_shift_moves_whole_images() -> None:
+    imgs = torch.arange(2 * 1 * 6 * 6, dtype=torch.float32).view(2, 1, 6, 6)
+    out = random_shift(imgs, pad=2)
+    assert out.shape == imgs.shape
+    padded = torch.nn.functional.pad(imgs, (2, 2, 2, 2), mode="replicate")
+    for n in range(2):
+        crops = [padded[n, :, y : y + 6, x : x + 6] for y in range(5) for x in range(5)]
+        assert any(torch.equal(out[n], c) for c in crops)
+    assert torch.equal(random_shift(imgs, pad=2, fraction=0.0), imgs)
+
+
+def test_drqv2_augmentation_only_in_training(multimodal_spec: DataSpec) -> None:
+    enc = make("cnn", multimodal_spec, cnn="impala", drqv2_aug=True, aug_fraction=1.0)
+    obs, rl2 = random_obs(multimodal_spec, 2, 2), rl2_for(multimodal_spec, 2, 2)
+    enc.eval()
+    torch.testing.assert_close(enc(obs, rl2), enc(obs, rl2))
+    enc.train()
+    assert not torch.allclose(enc(obs, rl2), enc(obs, rl2))
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="must be at least 1, got 0"):
+        FFTstepConfig(n_layers=0)
+    with pytest.raises(ValueError, match=r"must be in \[0, 1\], got 1.5"):
+        CnnTstepConfig(aug_fraction=1.5)
+    assert dataclasses.replace(CnnTstepConfig(), cnn="impala").type == "cnn"
