@@ -1,1 +1,4 @@
-"""amago_pipe.data."""
+"""Training data: store windows -> padded torch `Batch`es (batch.py) and the background `BatchLoader` (loader.py).
+
+Nothing is imported here, so `import amago_pipe.data` stays cheap.
+"""

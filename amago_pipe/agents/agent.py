@@ -1,0 +1,226 @@
+"""`agent`: AMAGO's update — multi-gamma actor-critic on one shared sequence model, in one forward pass.
+
+Work is shared wherever the maths allows: one sequence-model pass per update; discrete critics output Q
+of every action, so the target, the policy gradient and the advantage reuse one critic pass each; the
+data action's Q is computed once for every gamma. Pure torch + nets; no stores, YAML, pipelines or envs.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from amago_pipe.agents.losses import (
+    actor_loss,
+    advantage_scale,
+    bc_filter,
+    critic_loss,
+    masked_mean,
+    polyak_update,
+    td_targets,
+)
+from amago_pipe.agents.popart import PopArt
+from amago_pipe.config.nets import ModelConfig
+from amago_pipe.config.train import AgentConfig
+from amago_pipe.data.batch import Batch
+from amago_pipe.errors import DataError
+from amago_pipe.nets.build import build_actor_head, build_critic_head, build_sequence_model
+from amago_pipe.spec import DataSpec, describe_action
+
+SUPPORTED_ACTIONS = ("discrete", "continuous")
+DATA_ACTION_CLIP = 0.999
+"""Continuous data actions are clipped to +-this for log-likelihoods (tanh's inverse is infinite at +-1)."""
+
+
+@dataclass
+class Terms:
+    """Everything the losses need, in normalised value units. Shapes: (B, L, K, G) or (B, L, G)."""
+
+    critic_out: torch.Tensor
+    """Critic output at the data actions: (K, B, L, G) values or (K, B, L, G, N) bin logits."""
+    targets: torch.Tensor
+    """(B, L, G) raw-scale TD targets."""
+    q_data: torch.Tensor
+    """(B, L, K, G) Q(s, a_data), no gradient."""
+    q_pi: torch.Tensor
+    """(B, L, K, G) Q(s, a ~ pi) with gradient into the actor only."""
+    v_pi: torch.Tensor
+    """(B, L, G) E_pi Q(s, a), no gradient."""
+    logp_data: torch.Tensor
+    """(B, L, G) log pi(a_data | s)."""
+    entropy: torch.Tensor
+    """(B, L, G) policy entropy (a one-sample estimate for continuous actions)."""
+
+
+class Agent(nn.Module):
+    """Sequence model + actor (G distributions) + K-critic ensemble + PopArt + Polyak targets."""
+
+    gammas: torch.Tensor
+
+    def __init__(self, spec: DataSpec, model_cfg: ModelConfig, cfg: AgentConfig, *, max_seq_len: int):
+        super().__init__()
+        if spec.action.kind not in SUPPORTED_ACTIONS:
+            raise DataError(
+                f"agent '{cfg.type}': {describe_action(spec.action)} actions are not supported "
+                f"(supported: {', '.join(SUPPORTED_ACTIONS)})"
+            )
+        self.cfg, self.spec = cfg, spec
+        self.discrete = spec.action.kind == "discrete"
+        gammas = cfg.all_gammas
+        self.model = build_sequence_model(model_cfg, spec, max_seq_len + 1)
+        d = self.model.out_dim
+        self.actor = build_actor_head(cfg.actor, d, spec.action, len(gammas))
+        self.critic = build_critic_head(cfg.critic, d, spec.action, len(gammas))
+        self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.popart = PopArt(len(gammas), beta=cfg.popart_beta, enabled=cfg.popart)
+        self.register_buffer("gammas", torch.tensor(gammas, dtype=torch.float32), persistent=False)
+        self.td_reduce = cfg.td_reduce if cfg.td_reduce != "auto" else ("min" if cfg.online_coeff > 0 else "mean")
+
+    # ---- the update -----------------------------------------------------------------------------
+    def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Total loss of one batch and detached metrics."""
+        states, _ = self.model(batch.obs, batch.rl2, batch.time)  # (B, L+1, D)
+        t = self.discrete_terms(states, batch) if self.discrete else self.continuous_terms(states, batch)
+        loss_critic = self.critic_objective(t.critic_out, t.targets, batch.mask)
+        advantage = t.q_data.mean(2) - t.v_pi  # (B, L, G)
+        cfg = self.cfg
+        scaled = advantage / advantage_scale(advantage, batch.mask) if cfg.filter_normalize else advantage
+        weights = bc_filter(
+            scaled, cfg.fbc_filter, beta=cfg.filter_beta, max_weight=cfg.filter_max_weight, leak=cfg.leak_slope
+        )
+        loss_actor = actor_loss(
+            t.q_pi.min(dim=2).values,  # (B, L, G): the most pessimistic critic
+            t.logp_data,
+            weights,
+            batch.mask,
+            online_coeff=cfg.online_coeff,
+            offline_coeff=cfg.offline_coeff,
+        )
+        metrics = self._metrics(t, advantage, weights, batch.mask)
+        metrics.update(critic_loss=loss_critic.detach(), actor_loss=loss_actor.detach())
+        return loss_critic + loss_actor, metrics
+
+    def discrete_terms(self, states: torch.Tensor, batch: Batch) -> Terms:
+        """Discrete actions: exact expectations over actions from one critic pass (Q of every action)."""
+        s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
+        bsz, length = batch.mask.shape
+        with torch.no_grad():
+            next_actor = self.target_actor if self.cfg.use_target_actor else self.actor
+            probs_next = next_actor(s_next).probs  # (B, L, G, A)
+            q_next = self.values(self.target_critic(s_next), raw=True, axis=-2)  # (K, B, L, G, A)
+            v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
+            targets = self.targets(batch, v_next)  # (B, L, G)
+        out = self.critic(s)  # (K, B, L, G, A[, N])
+        ids = batch.actions[None, :, :, None, None].expand(out.shape[0], bsz, length, out.shape[3], 1)
+        critic_out = self._gather_action(out, ids)  # (K, B, L, G[, N])
+        dist = self.actor(s)  # batch (B, L, G)
+        q_all = self.values(out.detach(), axis=-2, detach=True)  # (K, B, L, G, A)
+        q_pi = (q_all * dist.probs).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G): gradient into the actor
+        q_data = q_all.gather(-1, ids).squeeze(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
+        logp = dist.log_prob(batch.actions[..., None].expand(bsz, length, len(self.gammas)))  # (B, L, G)
+        return Terms(critic_out, targets, q_data, q_pi, q_pi.detach().mean(2), logp, dist.entropy())
+
+    def continuous_terms(self, states: torch.Tensor, batch: Batch) -> Terms:
+        """Continuous actions: reparameterised policy gradient through a frozen view of the critics."""
+        s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
+        bsz, length = batch.mask.shape
+        g = len(self.gammas)
+        with torch.no_grad():
+            next_dist = (self.target_actor if self.cfg.use_target_actor else self.actor)(s_next)
+            v_next = torch.stack(
+                [
+                    self.values(self.target_critic(s_next, next_dist.sample()), raw=True)
+                    for _ in range(self.cfg.target_samples)
+                ]
+            ).mean(0)  # (K, B, L, G)
+            targets = self.targets(batch, v_next.permute(1, 2, 0, 3))  # (B, L, G)
+        critic_out = self.critic(s, batch.actions)  # (K, B, L, G[, N]): one data action shared by all gammas
+        dist = self.actor(s)  # batch (B, L, G), event (A,)
+        a_pi = dist.rsample()  # (B, L, G, A)
+        q_pi = self.values(self.frozen_critic(s.detach(), a_pi), detach=True).permute(1, 2, 0, 3)  # (B, L, K, G)
+        with torch.no_grad():
+            q_data = self.values(critic_out).permute(1, 2, 0, 3)  # (B, L, K, G)
+            extra = [
+                self.values(self.critic(s.detach(), dist.sample())).mean(0) for _ in range(self.cfg.value_samples - 1)
+            ]
+            v_pi = torch.stack([q_pi.mean(2), *extra]).mean(0)  # (B, L, G)
+        a_data = batch.actions.clamp(-DATA_ACTION_CLIP, DATA_ACTION_CLIP)[:, :, None].expand(bsz, length, g, -1)
+        logp = dist.log_prob(a_data)  # (B, L, G)
+        return Terms(critic_out, targets, q_data, q_pi, v_pi.detach(), logp, -dist.log_prob(a_pi.detach()))
+
+    # ---- named pieces shared with `multitask` ---------------------------------------------------
+    def targets(self, batch: Batch, next_values: torch.Tensor) -> torch.Tensor:
+        """TD targets (B, L, G) from raw next values (B, L, K, G); folds them into PopArt's statistics."""
+        targets = td_targets(
+            batch.rewards * self.cfg.reward_multiplier,
+            batch.terminated,
+            next_values,
+            self.gammas,
+            num_td=self.cfg.num_critics_td,
+            reduce=self.td_reduce,
+        )
+        self.popart.update(targets, batch.mask)
+        return targets
+
+    def critic_objective(self, critic_out: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Regression in PopArt-normalised units: critic_out (K, B, L, G), targets (B, L, G)."""
+        q = self.popart(critic_out.permute(1, 2, 0, 3))  # (B, L, K, G)
+        return critic_loss(q, self.popart.normalize(targets), mask)
+
+    def values(self, out: torch.Tensor, *, raw: bool = False, axis: int = -1, detach: bool = False) -> torch.Tensor:
+        """Critic outputs -> normalised (or raw-scale) values; G is on `axis`."""
+        return self.popart(out, normalized=not raw, detach=detach, axis=axis)
+
+    def _gather_action(self, out: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Pick the data action's entry of discrete critic outputs (K, B, L, G, A[, N])."""
+        if out.dim() == 6:  # bins: (K, B, L, G, A, N)
+            idx = ids[..., None].expand(*ids.shape, out.shape[-1])  # (K, B, L, G, 1, N)
+            return out.gather(4, idx).squeeze(4)
+        return out.gather(-1, ids).squeeze(-1)
+
+    def frozen_critic(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """The critics with their weights detached: gradients reach the actions only (no copy, no extra grads)."""
+        params = {k: v.detach() for k, v in self.critic.named_parameters()}
+        return functional_call(self.critic, params, (states, actions))  # type: ignore[no-any-return]
+
+    @torch.no_grad()
+    def update_targets(self) -> None:
+        """Polyak-average the target actor and critics towards the online ones."""
+        polyak_update(self.target_actor.parameters(), self.actor.parameters(), self.cfg.tau)
+        polyak_update(self.target_critic.parameters(), self.critic.parameters(), self.cfg.tau)
+
+    # ---- acting ---------------------------------------------------------------------------------
+    def act(self, states: torch.Tensor, *, greedy: bool) -> torch.Tensor:
+        """Actions of the acting gamma (the last) for states (N, D): ids (N,) or values in [-1, 1] (N, A)."""
+        dist = self.actor(states[:, None])  # batch (N, 1, G)
+        if self.discrete:
+            a = dist.probs.argmax(-1) if greedy else dist.sample()  # (N, 1, G)
+        else:
+            a = dist.mode if greedy else dist.sample()  # (N, 1, G, A)
+        return a[:, 0, -1]
+
+    def policy_state_dict(self) -> dict[str, torch.Tensor]:
+        """The weights needed to act: sequence model and actor."""
+        return {k: v for k, v in self.state_dict().items() if k.startswith(("model.", "actor."))}
+
+    # ---- logging --------------------------------------------------------------------------------
+    def _metrics(self, t: Terms, advantage: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> dict[str, Any]:
+        with torch.no_grad():
+            main = (slice(None), slice(None), -1)  # the acting gamma
+            q_raw = self.popart.denormalize(t.q_data.mean(2))  # (B, L, G)
+            return {
+                "q_mean": masked_mean(q_raw[main], mask),
+                "td_target_mean": masked_mean(t.targets[main], mask),
+                "advantage_mean": masked_mean(advantage[main], mask),
+                "bc_filter_rate": masked_mean((weights > 0.5).float(), mask),
+                "logp_data": masked_mean(t.logp_data.detach()[main], mask),
+                "entropy": masked_mean(t.entropy.detach()[main], mask),
+                "popart_mu": self.popart.mu[-1].float(),
+                "popart_sigma": self.popart.sigma[-1].float(),
+            }

@@ -1,0 +1,260 @@
+"""Config of the `train` stage and of the learning updates it runs (`agent`, `multitask`).
+
+Hyperparameters only (shapes come from the store's DataSpec). Config only: no torch, no click.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import field
+from typing import ClassVar, Literal
+
+from amago_pipe.config.base import Component, config
+from amago_pipe.config.build import FieldError
+from amago_pipe.config.envs import EnvConfig
+from amago_pipe.config.nets import ActorHeadConfig, CriticHeadConfig, ModelConfig
+from amago_pipe.config.registries import AGENTS
+from amago_pipe.config.stages import StageConfig
+
+
+def _at_least(obj: object, minimum: float, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if value is not None and value < minimum:
+            raise FieldError(name, f"must be at least {minimum}, got {value}")
+
+
+def _discount(name: str, value: float) -> None:
+    if not 0.0 < value < 1.0:
+        raise FieldError(name, f"discount factors must be in (0, 1), got {value}")
+
+
+# ----------------------------------------------------------------------------------------------
+# agents
+# ----------------------------------------------------------------------------------------------
+
+
+@config
+class AgentConfig(Component):
+    """AMAGO's update: multi-gamma actor-critic over one shared sequence model (`type: agent`)."""
+
+    registry = AGENTS
+    impl: ClassVar[str] = "amago_pipe.agents.agent:Agent"
+
+    type: str = "agent"
+    """Registered name (`agent`, `multitask`) or `package.module:Class` of a plugin."""
+    gamma: float = 0.999
+    """Discount factor of the policy that acts (the last of the multi-gamma outputs)."""
+    gammas: tuple[float, ...] = (0.9, 0.99)
+    """Extra discount factors trained alongside `gamma` (multi-gamma); [] trains `gamma` alone."""
+    actor: ActorHeadConfig = field(default_factory=ActorHeadConfig)
+    """Actor head: one action distribution per discount factor."""
+    critic: CriticHeadConfig = field(default_factory=lambda: CriticHeadConfig(num_critics=4))  # type: ignore[call-arg]
+    """Critic head: an ensemble of `num_critics` critics, one output per discount factor."""
+    num_critics_td: int = 2
+    """Critics drawn (with replacement, per sample) from the ensemble for each TD target."""
+    td_reduce: Literal["auto", "min", "mean"] = "auto"
+    """How the drawn critics are combined: `min` (clipped double-Q), `mean`, or `auto` (min when online_coeff > 0)."""
+    online_coeff: float = 1.0
+    """Weight of the deterministic policy gradient term (through the reparameterised / probability-weighted action)."""
+    offline_coeff: float = 0.1
+    """Weight of the advantage-filtered behaviour cloning term."""
+    fbc_filter: Literal["binary", "exp", "leaky"] = "binary"
+    """Behaviour-cloning filter of the advantage A: `binary` 1[A > 0], `exp` exp(beta A), `leaky` 1 or leak_slope."""
+    filter_beta: float = 1.0
+    """Inverse temperature of the `exp` filter; advantages are in PopArt-normalised value units."""
+    filter_max_weight: float = 20.0
+    """Upper clip of the `exp` filter's weights."""
+    filter_normalize: bool = False
+    """`exp` filter: divide advantages by their batch standard deviation first (a scale-free temperature)."""
+    leak_slope: float = 0.1
+    """Weight of actions with A <= 0 under the `leaky` filter."""
+    reward_multiplier: float = 10.0
+    """Rewards are multiplied by this in the losses (keeps PopArt's value scale comfortable)."""
+    tau: float = 0.003
+    """Polyak rate of the target actor and critics."""
+    popart: bool = True
+    """Normalise value targets and outputs with PopArt (per discount factor)."""
+    popart_beta: float = 5e-4
+    """PopArt's statistics update rate."""
+    use_target_actor: bool = True
+    """Sample the next action of TD targets from the Polyak-averaged actor (else the online actor)."""
+    value_samples: int = 4
+    """Continuous actions: policy samples averaged to estimate V(s) = E_pi Q(s, a) for the advantage."""
+    target_samples: int = 1
+    """Continuous actions: next-action samples averaged in each TD target."""
+
+    def __post_init__(self) -> None:
+        _discount("gamma", self.gamma)
+        for i, g in enumerate(self.gammas):
+            _discount(f"gammas.{i}", g)
+        if self.gamma in self.gammas:
+            raise FieldError("gammas", f"lists the main gamma {self.gamma} again; give only the extra ones")
+        _at_least(self, 1, "num_critics_td", "value_samples", "target_samples")
+        _at_least(self, 0.0, "online_coeff", "offline_coeff", "filter_beta", "leak_slope")
+        if self.online_coeff == 0.0 and self.offline_coeff == 0.0:
+            raise FieldError("offline_coeff", "online_coeff and offline_coeff are both 0: the actor would not learn")
+        if not 0.0 < self.tau <= 1.0:
+            raise FieldError("tau", f"must be in (0, 1], got {self.tau}")
+        if not 0.0 < self.popart_beta < 1.0:
+            raise FieldError("popart_beta", f"must be in (0, 1), got {self.popart_beta}")
+        if self.reward_multiplier <= 0.0 or not math.isfinite(self.reward_multiplier):
+            raise FieldError("reward_multiplier", f"must be a positive number, got {self.reward_multiplier}")
+
+    @property
+    def all_gammas(self) -> tuple[float, ...]:
+        """Every trained discount factor; the acting `gamma` is last."""
+        return (*self.gammas, self.gamma)
+
+
+@config
+class MultiTaskConfig(AgentConfig):
+    """AMAGO-2's update: critics classify returns over symlog bins; filtered BC with several policy samples."""
+
+    impl: ClassVar[str] = "amago_pipe.agents.multitask:MultiTaskAgent"
+
+    type: str = "multitask"
+    """Registered name (`agent`, `multitask`) or `package.module:Class` of a plugin."""
+    critic: CriticHeadConfig = field(default_factory=lambda: CriticHeadConfig(output="bins"))  # type: ignore[call-arg]
+    """Critic head (must have `output: bins`): logits over symlog-spaced value bins per discount factor."""
+    online_coeff: float = 0.0
+    """Weight of the deterministic policy gradient term (AMAGO-2 uses filtered BC alone)."""
+    offline_coeff: float = 1.0
+    """Weight of the advantage-filtered behaviour cloning term."""
+    td_reduce: Literal["auto", "min", "mean"] = "mean"
+    """How the drawn critics are combined in the TD target (AMAGO-2 takes the mean)."""
+    labels: Literal["two_hot", "hl_gauss"] = "two_hot"
+    """Classification targets: two-hot on the two nearest bins, or a Gaussian histogram (HL-Gauss)."""
+    hl_sigma: float = 0.75
+    """HL-Gauss standard deviation in units of bin width."""
+    value_samples: int = 3
+    """Policy samples averaged to estimate V(s) for the advantage (discrete actions use the exact expectation)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.critic.output != "bins":
+            raise FieldError("critic.output", "the multitask agent needs `critic: {output: bins}`")
+        if self.hl_sigma <= 0:
+            raise FieldError("hl_sigma", f"must be positive, got {self.hl_sigma}")
+
+
+# ----------------------------------------------------------------------------------------------
+# logging and validation
+# ----------------------------------------------------------------------------------------------
+
+
+@config
+class LoggingConfig:
+    """Where training metrics go: `metrics.jsonl` always, wandb when enabled, a console line, plots."""
+
+    wandb: Literal["disabled", "offline", "online"] = "disabled"
+    """Weights & Biases mode: `offline` logs locally (sync later with `wandb sync`), `online` needs network."""
+    project: str = "amago-pipe"
+    """wandb project."""
+    entity: str | None = None
+    """wandb entity (team or user); null uses your default."""
+    group: str | None = None
+    """wandb run group; null uses the pipeline name."""
+    log_interval: int = 50
+    """Gradient steps between two `train/` lines in metrics.jsonl."""
+    console_interval: float = 2.0
+    """Seconds between two refreshes of the live progress line."""
+    plots: bool = True
+    """Write learning-curve PNGs (`plots/`) at the end of training."""
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "log_interval")
+        if self.console_interval <= 0:
+            raise FieldError("console_interval", f"must be positive, got {self.console_interval}")
+
+
+@config
+class ValidateConfig:
+    """Rollouts of the current policy during training; the best mean return is kept as the `best` checkpoint."""
+
+    env: EnvConfig
+    """The environment to validate in."""
+    episodes: int = 10
+    """Episodes per validation."""
+    every: int = 5
+    """Validate every this many epochs (and after the last one)."""
+    greedy: bool = True
+    """Act with the most likely action (else sample from the policy)."""
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "episodes", "every")
+
+
+# ----------------------------------------------------------------------------------------------
+# the stage
+# ----------------------------------------------------------------------------------------------
+
+
+@config
+class TrainStageConfig(StageConfig):
+    """Train an agent on store partitions (offline), with exact checkpoint resume."""
+
+    impl: ClassVar[str] = "amago_pipe.pipeline.stages.train:TrainStage"
+
+    partitions: dict[str, float] = field(default_factory=lambda: {"protected": 1.0})
+    """Store partitions to sample from and their mixture weights, e.g. `{protected: 0.25, fifo: 0.75}`."""
+    max_seq_len: int = 64
+    """Timesteps per training window (the model sees max_seq_len + 1 observations)."""
+    batch_size: int = 24
+    """Windows per gradient step (per process; each of grad_accum micro-batches has this size)."""
+    sample_mode: Literal["timesteps", "episodes", "starts"] = "timesteps"
+    """Window placement: uniform over timesteps, over episodes, or over window starts (AMAGO's sampler)."""
+    epochs: int = 20
+    """Epochs to train; an epoch is `updates_per_epoch` gradient steps followed by checkpoints and logs."""
+    updates_per_epoch: int = 500
+    """Gradient steps per epoch."""
+    lr: float = 3e-4
+    """Peak learning rate of AdamW."""
+    warmup_steps: int = 500
+    """Linear learning-rate warmup, in gradient steps."""
+    weight_decay: float = 1e-4
+    """AdamW weight decay (not applied to biases and norms)."""
+    grad_clip: float = 1.0
+    """Clip the global gradient norm to this value (0 disables clipping)."""
+    grad_accum: int = 1
+    """Micro-batches accumulated into each gradient step."""
+    model: ModelConfig = field(default_factory=ModelConfig)
+    """Shared sequence model: timestep encoder and trajectory encoder."""
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    """Learning update (`type: agent | multitask | package.module:Class`)."""
+    ckpt_interval: int = 5
+    """Keep a full training checkpoint every this many epochs (`latest` is written after every epoch)."""
+    keep_last: int = 3
+    """How many interval checkpoints and per-epoch policy weights to keep (older ones are deleted)."""
+    deterministic: bool = False
+    """Deterministic mode: deterministic kernels and one CPU thread, so a resumed run ends bit-identical."""
+    seed: int | None = None
+    """Seed of weights and sampling; null derives it from the pipeline seed."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Device of a single-process run (`accelerate launch` chooses for multi-process runs)."""
+    mixed_precision: Literal["no", "bf16"] = "no"
+    """bf16 autocast (GPU)."""
+    compile: bool = False
+    """Compile the update with torch.compile (GPU; slow to start)."""
+    num_threads: int | None = None
+    """torch CPU threads; null keeps torch's default (1 in deterministic mode)."""
+    prefetch: int = 4
+    """Batches prepared ahead by the background loader thread."""
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """metrics.jsonl, wandb, console and plots."""
+    validate: ValidateConfig | None = None
+    """Validation rollouts every few epochs with best-checkpoint tracking; null disables them."""
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "max_seq_len", "batch_size", "epochs", "updates_per_epoch", "grad_accum")
+        _at_least(self, 1, "ckpt_interval", "keep_last", "num_threads", "prefetch")
+        _at_least(self, 0, "warmup_steps", "weight_decay", "grad_clip")
+        if not self.partitions:
+            raise FieldError("partitions", "give at least one partition, e.g. {protected: 1.0}")
+        for name, weight in self.partitions.items():
+            if weight < 0 or not math.isfinite(weight):
+                raise FieldError(f"partitions.{name}", f"mixture weights must be >= 0, got {weight}")
+        if sum(self.partitions.values()) <= 0:
+            raise FieldError("partitions", f"mixture weights sum to 0 ({self.partitions}); give one a positive weight")
+        if not (0.0 < self.lr < 1.0):
+            raise FieldError("lr", f"must be in (0, 1), got {self.lr}")

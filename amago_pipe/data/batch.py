@@ -1,0 +1,146 @@
+"""Training batches: store windows (numpy) -> padded torch tensors, with rl2 = [prev reward, prev action].
+
+Actions are mapped to policy space (integer ids for discrete kinds, [-1, 1] for bounded continuous dims),
+the convention the environment wrapper uses. Imports torch, numpy and the store's WindowBatch; no nets,
+agents or envs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+
+from amago_pipe.spec import ActionSpec, DataSpec
+from amago_pipe.store.info import WindowBatch
+
+
+@dataclass
+class Batch:
+    """B windows of L steps as torch tensors; everything past `mask` is padding (zeros)."""
+
+    obs: dict[str, torch.Tensor]
+    """(B, L+1, ...) by observation key, stored dtype (uint8 images stay uint8)."""
+    rl2: torch.Tensor
+    """(B, L+1, 1+A) float32: [previous reward, previous action features]; zeros at an episode start."""
+    time: torch.Tensor
+    """(B, L+1) int64 absolute time index of each observation."""
+    actions: torch.Tensor
+    """(B, L) int64 ids (discrete), (B, L, A) float32 in [-1, 1] (continuous) or (B, L, A) int64 (multi*)."""
+    rewards: torch.Tensor
+    """(B, L) float32."""
+    terminated: torch.Tensor
+    """(B, L) bool: a terminal state follows this step (no bootstrapping)."""
+    truncated: torch.Tensor
+    """(B, L) bool: the episode was cut after this step (bootstrapping continues)."""
+    mask: torch.Tensor
+    """(B, L) bool: valid steps."""
+
+    @property
+    def batch_size(self) -> int:
+        return int(self.mask.shape[0])
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.mask.shape[1])
+
+    @property
+    def obs_mask(self) -> torch.Tensor:
+        """(B, L+1) bool: valid observations."""
+        first = torch.ones_like(self.mask[:, :1])
+        return torch.cat([first, self.mask], dim=1)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        """The same batch on `device`."""
+        moved: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, dict):
+                moved[f.name] = {k: v.to(device, non_blocking=non_blocking) for k, v in value.items()}
+            else:
+                moved[f.name] = value.to(device, non_blocking=non_blocking)
+        return Batch(**moved)
+
+    def pin_memory(self) -> Batch:
+        """Page-locked copies (faster host-to-GPU transfers)."""
+        pinned: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            pinned[f.name] = (
+                {k: v.pin_memory() for k, v in value.items()} if isinstance(value, dict) else value.pin_memory()
+            )
+        return Batch(**pinned)
+
+
+class ActionFeatures:
+    """Stored (env-space) actions -> policy-space actions and rl2 features, vectorised over any leading axes.
+
+    Must agree with `amago_pipe.envs.actions.ActionCodec` (a test checks it); kept here because the data layer
+    may not import the env layer.
+    """
+
+    def __init__(self, spec: ActionSpec):
+        self.spec = spec
+        self.kind = spec.kind
+        self.dim = spec.dim
+        if spec.kind == "continuous":
+            low = np.asarray(spec.low, dtype=np.float64).reshape(spec.shape)
+            high = np.asarray(spec.high, dtype=np.float64).reshape(spec.shape)
+            self._bounded = np.isfinite(low) & np.isfinite(high)
+            self._low = np.where(self._bounded, low, -1.0)
+            self._high = np.where(self._bounded, high, 1.0)
+        if spec.kind == "multidiscrete":
+            self._offsets = np.concatenate([[0], np.cumsum(spec.nvec)[:-1]]).astype(np.int64)
+
+    def to_policy(self, actions: np.ndarray) -> np.ndarray:
+        """(..., *shape) stored actions -> policy space: int64 ids, or float32 in [-1, 1] for bounded dims."""
+        actions = np.asarray(actions)
+        if self.kind != "continuous":
+            return actions.astype(np.int64)
+        scale = np.where(self._high > self._low, self._high - self._low, 1.0)
+        unit = np.clip(2.0 * (actions - self._low) / scale - 1.0, -1.0, 1.0)
+        return np.where(self._bounded, unit, actions).astype(np.float32)
+
+    def features(self, actions: np.ndarray) -> np.ndarray:
+        """(..., *shape) stored actions -> (..., A) float32 rl2 features (one-hot ids, bits or [-1, 1] values)."""
+        actions = np.asarray(actions)
+        lead = actions.shape[: actions.ndim - len(self.spec.shape)]
+        if self.kind == "discrete":
+            return np.eye(self.dim, dtype=np.float32)[actions.astype(np.int64)]  # (..., A)
+        if self.kind == "multidiscrete":
+            out = np.zeros((*lead, self.dim), dtype=np.float32)  # (..., sum(nvec))
+            cols = actions.astype(np.int64) + self._offsets  # (..., k)
+            np.put_along_axis(out, cols, 1.0, axis=-1)
+            return out
+        if self.kind == "multibinary":
+            return actions.reshape(*lead, -1).astype(np.float32)
+        return self.to_policy(actions).reshape(*lead, -1)
+
+
+def window_to_batch(window: WindowBatch, spec: DataSpec, codec: ActionFeatures | None = None) -> Batch:
+    """Build a torch Batch (CPU) from a store WindowBatch: policy-space actions and rl2 sequences."""
+    codec = codec or ActionFeatures(spec.action)
+    mask = np.asarray(window.mask, dtype=bool)  # (B, L)
+    bsz, length = mask.shape
+    rl2 = np.zeros((bsz, length + 1, spec.rl2_dim), dtype=np.float32)  # (B, L+1, 1+A)
+    first = np.asarray(window.time[:, 0]) > 0  # (B,) windows that start after their episode's first step
+    rl2[:, 0, 0] = np.where(first, window.prev_rewards, 0.0)
+    rl2[:, 0, 1:] = codec.features(window.prev_actions) * first[:, None]
+    step_mask = mask[..., None].astype(np.float32)  # (B, L, 1)
+    rl2[:, 1:, 0] = np.where(mask, window.rewards, 0.0)
+    rl2[:, 1:, 1:] = codec.features(window.actions) * step_mask
+    actions = codec.to_policy(window.actions)
+    if actions.dtype != np.int64:
+        actions = actions * step_mask.reshape(bsz, length, *([1] * (actions.ndim - 2)))
+    return Batch(
+        obs={k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in window.obs.items()},
+        rl2=torch.from_numpy(rl2),
+        time=torch.from_numpy(np.asarray(window.time, dtype=np.int64)),
+        actions=torch.from_numpy(np.ascontiguousarray(actions)),
+        rewards=torch.from_numpy(np.where(mask, window.rewards, 0.0).astype(np.float32)),
+        terminated=torch.from_numpy(np.asarray(window.terminated, dtype=bool) & mask),
+        truncated=torch.from_numpy(np.asarray(window.truncated, dtype=bool) & mask),
+        mask=torch.from_numpy(mask),
+    )

@@ -1,0 +1,141 @@
+"""The `evaluate` stage: roll out a train stage's policy (latest, best or an epoch) over parallel envs.
+
+Writes report.json (summary + every episode), summary.md and returns.png in the stage folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from amago_pipe.config.evaluate import EvaluateStageConfig
+from amago_pipe.config.train import TrainStageConfig
+from amago_pipe.errors import ConfigError
+from amago_pipe.pipeline.stage import Stage
+
+REPORT_FORMAT = 1
+
+
+class EvaluateStage(Stage):
+    """Evaluates a trained policy; the first metric is `mean_return`."""
+
+    Config = EvaluateStageConfig
+    config: EvaluateStageConfig
+
+    def train_dir(self) -> tuple[str, Path]:
+        """Name and output folder of the train stage whose policy is evaluated."""
+        cfg, ctx = self.config, self.ctx
+        where = f"stages.{ctx.name}"
+        if cfg.train_stage is not None:
+            if cfg.train_stage not in ctx.pipeline.stages:
+                raise ConfigError(
+                    f"{where}.train_stage: no stage '{cfg.train_stage}' in this pipeline", path=f"{where}.train_stage"
+                )
+            return cfg.train_stage, ctx.run_dir / "stages" / cfg.train_stage
+        trains = [n for n in ctx.upstream if isinstance(ctx.pipeline.stages[n], TrainStageConfig)]
+        if len(trains) != 1:
+            found = ", ".join(trains) or "none"
+            raise ConfigError(
+                f"{where}: expected exactly one train stage in `needs` (found: {found}); set `train_stage:`",
+                path=f"{where}.needs",
+            )
+        return trains[0], ctx.upstream[trains[0]]
+
+    def run(self) -> dict[str, Any]:
+        from amago_pipe.envs.stats import summarize
+        from amago_pipe.train.policy_loading import load_agent, policy_path
+        from amago_pipe.train.validation import run_episodes
+
+        cfg, ctx = self.config, self.ctx
+        where = f"stages.{ctx.name}"
+        train_name, train_dir = self.train_dir()
+        path = policy_path(train_dir, cfg.checkpoint, where=f"{where}.checkpoint")
+        agent, meta = load_agent(path)
+        seed = cfg.seed if cfg.seed is not None else (cfg.env.seed if cfg.env.seed is not None else ctx.seed)
+        with ctx.progress(f"evaluate {ctx.name}", total=cfg.episodes, unit="episodes") as task:
+            result = run_episodes(
+                agent,
+                cfg.env,
+                cfg.episodes,
+                spec=agent.spec,
+                greedy=cfg.greedy,
+                seed=seed,
+                where=where,
+                check_stop=ctx.check_stop,
+                on_episode=lambda episode, stats: task.advance(1),
+            )
+        summary = summarize(result.stats)
+        report = {
+            "format": REPORT_FORMAT,
+            "env": cfg.env.env_name,
+            "policy": {
+                "train_stage": train_name,
+                "which": cfg.checkpoint,
+                "file": path.name,
+                "epoch": meta.get("epoch"),
+            },
+            "greedy": cfg.greedy,
+            "seed": seed,
+            "summary": summary,
+            "throughput": {"env_steps": result.env_steps, "seconds": round(result.seconds, 3)},
+            "episodes": [s.to_json() for s in result.stats],
+        }
+        (ctx.out_dir / "report.json").write_text(json.dumps(report, indent=1))
+        (ctx.out_dir / "summary.md").write_text(summary_markdown(report))
+        if cfg.plots:
+            from amago_pipe.train.plots import plot_returns
+
+            by_env: dict[str, list[float]] = {}
+            for s in result.stats:
+                by_env.setdefault(s.env_name, []).append(s.episode_return)
+            plot_returns(by_env, ctx.out_dir / "returns.png", title=f"{cfg.env.env_name}: {len(result.stats)} episodes")
+        out: dict[str, Any] = {
+            "mean_return": summary.get("return_mean"),
+            "median_return": summary.get("return_median"),
+            "std_return": summary.get("return_std"),
+            "bottom_quintile_return": summary.get("return_bottom_quintile"),
+            "mean_length": summary.get("length_mean"),
+            "episodes": summary.get("episodes"),
+        }
+        if "success_rate" in summary:
+            out["success_rate"] = summary["success_rate"]
+        return out
+
+
+def summary_markdown(report: dict[str, Any]) -> str:
+    """A short Markdown summary of an evaluation report."""
+    s = report["summary"]
+    pol = report["policy"]
+    rows = [
+        ("episodes", s.get("episodes")),
+        ("mean return", s.get("return_mean")),
+        ("median return", s.get("return_median")),
+        ("std return", s.get("return_std")),
+        ("bottom-quintile return", s.get("return_bottom_quintile")),
+        ("min / max return", f"{_fmt(s.get('return_min'))} / {_fmt(s.get('return_max'))}"),
+        ("mean length", s.get("length_mean")),
+    ]
+    if "success_rate" in s:
+        rows.append(("success rate", s["success_rate"]))
+    lines = [
+        f"# Evaluation: {report['env']}",
+        "",
+        f"Policy: stage `{pol['train_stage']}`, `{pol['which']}` (epoch {pol['epoch']}), "
+        f"{'greedy' if report['greedy'] else 'sampled'} actions, seed {report['seed']}.",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        *[f"| {k} | {_fmt(v)} |" for k, v in rows],
+    ]
+    for key, value in sorted(s.get("info", {}).items()):
+        lines.append(f"| info `{key}` | {_fmt(value)} |")
+    for env_name, sub in sorted(s.get("per_env", {}).items()):
+        lines.append(f"| {env_name}: mean return | {_fmt(sub.get('return_mean'))} |")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

@@ -1,0 +1,287 @@
+"""Training checkpoints: full state (weights, optimiser, schedule, RNG, sampler, counters), written atomically.
+
+Layout under a stage's `checkpoints/`: `latest/` (every epoch), `epoch_NNNN/` (every `ckpt_interval`), each
+with `model.safetensors`, `optimizer.safetensors` and `state.json`. Tensors go to safetensors, the rest to
+JSON; nothing is pickled. Imports torch and safetensors, never the pipeline or the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from amago_pipe.errors import DataError, StoreFormatError
+
+CHECKPOINT_FORMAT = 1
+"""Version of the checkpoint layout; a newer one is refused with a clear message."""
+LATEST = "latest"
+TMP_PREFIX = ".tmp-"
+
+
+@dataclass
+class TrainingState:
+    """Counters and non-tensor state saved with every checkpoint."""
+
+    epoch: int = 0
+    """Epochs completed."""
+    step: int = 0
+    """Gradient steps completed."""
+    timesteps: int = 0
+    """Training timesteps consumed (windows x steps, all processes)."""
+    wall_time: float = 0.0
+    """Seconds spent training, summed over runs (resumes included)."""
+    sampler: dict[str, Any] = field(default_factory=dict)
+    best: dict[str, Any] = field(default_factory=dict)
+    """Best validation so far: {"epoch": .., "return_mean": ..}."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("epoch", "step", "timesteps", "wall_time", "sampler", "best", "extra")}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TrainingState:
+        return cls(
+            **{k: d[k] for k in ("epoch", "step", "timesteps", "wall_time", "sampler", "best", "extra") if k in d}
+        )
+
+
+# ---- RNG --------------------------------------------------------------------------------------
+
+
+def rng_state() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Torch (CPU and CUDA) generator states as tensors, Python's `random` state as JSON."""
+    tensors = {"rng.torch_cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"rng.torch_cuda.{i}"] = s
+    version, internal, gauss = random.getstate()
+    return tensors, {"python": [version, list(internal), gauss], "numpy_legacy": _np_legacy_state()}
+
+
+def set_rng_state(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+    """Restore what `rng_state` saved."""
+    torch.set_rng_state(tensors["rng.torch_cpu"])
+    cuda = [tensors[k] for k in sorted(k for k in tensors if k.startswith("rng.torch_cuda."))]
+    if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(cuda)
+    if "python" in meta:
+        version, internal, gauss = meta["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "numpy_legacy" in meta:
+        name, keys, pos, has_gauss, cached = meta["numpy_legacy"]
+        np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+
+
+def _np_legacy_state() -> list[Any]:
+    state: Any = np.random.get_state()
+    name, keys, pos, has_gauss, cached = state
+    return [name, keys.tolist(), int(pos), int(has_gauss), float(cached)]
+
+
+# ---- optimiser state as tensors + JSON --------------------------------------------------------
+
+
+def optimizer_to_flat(opt_state: dict[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Split `optimizer.state_dict()` into safetensors-able tensors and JSON."""
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for idx, slots in opt_state["state"].items():
+        for name, value in slots.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"state.{idx}.{name}"] = value.detach().cpu().contiguous()
+            else:
+                scalars.setdefault(str(idx), {})[name] = value
+    groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items()} for g in opt_state["param_groups"]]
+    return tensors, {"param_groups": groups, "scalars": scalars}
+
+
+def optimizer_from_flat(tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> dict[str, Any]:
+    """Inverse of `optimizer_to_flat`."""
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        _, idx, name = key.split(".", 2)
+        state.setdefault(int(idx), {})[name] = value
+    for idx, slots in meta.get("scalars", {}).items():
+        state.setdefault(int(idx), {}).update(slots)
+    groups = [{k: (tuple(v) if k == "betas" else v) for k, v in g.items()} for g in meta["param_groups"]]
+    return {"state": state, "param_groups": groups}
+
+
+# ---- writing and reading ----------------------------------------------------------------------
+
+
+@dataclass
+class Checkpoint:
+    """One loaded checkpoint."""
+
+    path: Path
+    model: dict[str, torch.Tensor]
+    optimizer: dict[str, Any]
+    scheduler: dict[str, Any]
+    state: TrainingState
+    rng_tensors: dict[str, torch.Tensor]
+    rng_meta: dict[str, Any]
+    meta: dict[str, Any]
+
+
+def save_checkpoint(
+    directory: Path,
+    *,
+    model: dict[str, torch.Tensor],
+    optimizer: dict[str, Any],
+    scheduler: dict[str, Any],
+    state: TrainingState,
+    meta: dict[str, Any],
+) -> None:
+    """Write a full checkpoint to `directory` atomically (a temp folder renamed into place)."""
+    directory = Path(directory)
+    tmp = directory.parent / f"{TMP_PREFIX}{directory.name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    save_file({k: v.detach().cpu().contiguous() for k, v in model.items()}, str(tmp / "model.safetensors"))
+    opt_tensors, opt_meta = optimizer_to_flat(optimizer)
+    rng_tensors, rng_meta = rng_state()
+    save_file({**opt_tensors, **rng_tensors}, str(tmp / "optimizer.safetensors"))
+    doc = {
+        "format": CHECKPOINT_FORMAT,
+        "state": state.to_json(),
+        "optimizer": opt_meta,
+        "scheduler": scheduler,
+        "rng": rng_meta,
+        "meta": meta,
+    }
+    _write_json(tmp / "state.json", doc)
+    replace_dir(tmp, directory)
+
+
+def replace_dir(new: Path, target: Path) -> None:
+    """Move folder `new` to `target`, replacing it; a crash leaves either the old or the new folder readable."""
+    old = target.parent / f"{TMP_PREFIX}old-{target.name}"
+    if old.exists():
+        shutil.rmtree(old)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(new, target)
+    if old.exists():
+        shutil.rmtree(old)
+    _fsync_dir(target.parent)
+
+
+def resolve(directory: Path) -> Path | None:
+    """The readable checkpoint folder for `directory` (falls back to the copy a crash left mid-replace)."""
+    directory = Path(directory)
+    if (directory / "state.json").is_file():
+        return directory
+    old = directory.parent / f"{TMP_PREFIX}old-{directory.name}"
+    if (old / "state.json").is_file():
+        return old
+    return None
+
+
+def load_checkpoint(directory: Path) -> Checkpoint:
+    """Read a checkpoint written by `save_checkpoint`; StoreFormatError when missing, damaged or too new."""
+    found = resolve(directory)
+    if found is None:
+        raise StoreFormatError(f"{directory}: no checkpoint here (expected state.json and *.safetensors)")
+    try:
+        doc = json.loads((found / "state.json").read_text())
+        model = load_file(str(found / "model.safetensors"))
+        opt_all = load_file(str(found / "optimizer.safetensors"))
+    except (OSError, ValueError, RuntimeError, SafetensorError) as e:
+        raise StoreFormatError(f"{found}: damaged checkpoint ({e}); delete it to start over") from e
+    if int(doc.get("format", 0)) > CHECKPOINT_FORMAT:
+        raise StoreFormatError(
+            f"{found}: checkpoint format {doc.get('format')} is newer than this amago-pipe supports "
+            f"({CHECKPOINT_FORMAT}); upgrade amago-pipe"
+        )
+    rng_tensors = {k: v for k, v in opt_all.items() if k.startswith("rng.")}
+    opt_tensors = {k: v for k, v in opt_all.items() if not k.startswith("rng.")}
+    return Checkpoint(
+        path=found,
+        model=model,
+        optimizer=optimizer_from_flat(opt_tensors, doc["optimizer"]),
+        scheduler=doc.get("scheduler", {}),
+        state=TrainingState.from_json(doc["state"]),
+        rng_tensors=rng_tensors,
+        rng_meta=doc.get("rng", {}),
+        meta=doc.get("meta", {}),
+    )
+
+
+def check_shapes(expected: dict[str, torch.Tensor], found: dict[str, torch.Tensor], *, where: str) -> None:
+    """DataError listing missing, unexpected and differently shaped weights (a checkpoint of another model)."""
+    missing = sorted(set(expected) - set(found))
+    extra = sorted(set(found) - set(expected))
+    wrong = [
+        f"{k}: checkpoint {tuple(found[k].shape)}, model {tuple(expected[k].shape)}"
+        for k in sorted(set(expected) & set(found))
+        if tuple(found[k].shape) != tuple(expected[k].shape)
+    ]
+    if not (missing or extra or wrong):
+        return
+    parts = []
+    if wrong:
+        parts.append(f"{len(wrong)} weights differ in shape ({'; '.join(wrong[:3])}{' ...' if len(wrong) > 3 else ''})")
+    if missing:
+        parts.append(f"{len(missing)} weights missing ({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''})")
+    if extra:
+        parts.append(f"{len(extra)} unexpected weights ({', '.join(extra[:3])}{' ...' if len(extra) > 3 else ''})")
+    raise DataError(
+        f"{where}: the checkpoint was written by a model of another shape: {'; '.join(parts)}. "
+        "Use the model config it was trained with, or start a fresh run (--force)"
+    )
+
+
+# ---- policy weights ---------------------------------------------------------------------------
+
+
+def save_weights(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
+    """Write a safetensors file atomically (temp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}-{os.getpid()}"
+    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
+    os.replace(tmp, path)
+
+
+def prune(directory: Path, pattern: str, keep: int) -> list[Path]:
+    """Delete all but the newest `keep` entries matching `pattern` (sorted by name); return the deleted ones."""
+    entries = sorted(Path(directory).glob(pattern))
+    doomed = entries[:-keep] if keep > 0 else entries
+    for p in doomed:
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+    return doomed
+
+
+def _write_json(path: Path, doc: dict[str, Any]) -> None:
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,307 @@
+"""The learner: builds the agent, samples store batches, runs AdamW updates on accelerate, checkpoints, logs.
+
+One process by default; data-parallel under `accelerate launch` / `torchrun` (each rank samples its own
+batches; gradients are averaged). Imports agents, data, envs and the store; never the pipeline or the CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from amago_pipe.agents.agent import Agent
+from amago_pipe.config.base import to_dict
+from amago_pipe.config.train import TrainStageConfig
+from amago_pipe.data.loader import BatchLoader, check_partitions
+from amago_pipe.errors import AmagoPipeError, DataError
+from amago_pipe.store import TrajectoryStore
+from amago_pipe.train import checkpoint as ckpt
+from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, read_metrics
+from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
+from amago_pipe.train.runtime import Runtime, build_agent, setup_runtime
+
+log = logging.getLogger("amago_pipe.train")
+
+
+class NonFiniteLoss(DataError):
+    """A loss or gradient became NaN/inf; training stopped without saving anything after it."""
+
+
+@dataclass
+class LearnerHooks:
+    """What the caller (the train stage, a benchmark, a test) lends the learner."""
+
+    check_stop: Callable[[], None] = lambda: None
+    progress: Any = None
+    """A ProgressTask (`update(completed=, total=, **fields)`), or None."""
+    run_name: str = "train"
+    validate: Callable[[Agent, int], dict[str, Any]] | None = None
+    """`(agent, epoch) -> rollout summary` run every `validate.every` epochs (rank 0)."""
+    wandb_config: dict[str, Any] = field(default_factory=dict)
+
+
+class Learner:
+    """Trains one agent from `cfg` on `store`; all outputs go below `out_dir`."""
+
+    def __init__(self, cfg: TrainStageConfig, store: TrajectoryStore, out_dir: Path, *, seed: int, hooks: LearnerHooks):
+        self.cfg, self.store, self.out_dir, self.seed, self.hooks = cfg, store, Path(out_dir), seed, hooks
+        self.where = f"stages.{hooks.run_name}"
+        check_partitions(store, cfg.partitions, where=f"{self.where}.partitions")
+        self.rt: Runtime = setup_runtime(cfg)
+        torch.manual_seed(seed)  # identical initial weights on every rank
+        self.agent = build_agent(cfg.agent, cfg.model, store.spec, max_seq_len=cfg.max_seq_len, compile=cfg.compile).to(
+            self.rt.device
+        )
+        self.optimizer = make_optimizer(self.agent, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.state = ckpt.TrainingState()
+        self.ckpt_dir = self.out_dir / "checkpoints"
+        self.policy_dir = self.out_dir / "policy"
+
+    # ---- resume -------------------------------------------------------------------------------
+    def resume(self) -> bool:
+        """Load `checkpoints/latest` if there is one (model, optimiser, RNG, sampler, counters)."""
+        found = ckpt.resolve(self.ckpt_dir / ckpt.LATEST)
+        if found is None:
+            return False
+        c = ckpt.load_checkpoint(found)
+        expected = self.agent.state_dict()
+        ckpt.check_shapes(expected, c.model, where=f"{self.where}: resuming from {found}")
+        self.agent.load_state_dict(c.model)
+        self.optimizer.load_state_dict(c.optimizer)
+        ckpt.set_rng_state(c.rng_tensors, c.rng_meta)
+        self.state = c.state
+        log.info("resumed from %s (epoch %d, step %d)", found, c.state.epoch, c.state.step)
+        return True
+
+    def load_weights(self, directory: Path) -> None:
+        """Load only the weights of a checkpoint folder (e.g. to fine-tune); DataError on another model shape."""
+        c = ckpt.load_checkpoint(directory)
+        ckpt.check_shapes(self.agent.state_dict(), c.model, where=f"{self.where}: loading {directory}")
+        self.agent.load_state_dict(c.model)
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        """Train until `cfg.epochs`; return summary metrics."""
+        cfg, rt = self.cfg, self.rt
+        rank_seed = self.seed * 1009 + rt.rank
+        if self.state.step == 0:
+            torch.manual_seed(rank_seed)  # per-rank randomness (dropout, target subsets, policy samples)
+        model, optimizer = rt.accelerator.prepare(self.agent, self.optimizer)
+        logger = MetricsLogger(
+            self.out_dir,
+            wandb_mode=cfg.logging.wandb,
+            project=cfg.logging.project,
+            entity=cfg.logging.entity,
+            group=cfg.logging.group,
+            run_name=self.hooks.run_name,
+            config=self.hooks.wandb_config,
+            enabled=rt.is_main,
+        )
+        logger.truncate_after(self.state.step)
+        loader = BatchLoader(
+            self.store,
+            batch_size=cfg.batch_size,
+            seq_len=cfg.max_seq_len,
+            partitions=cfg.partitions,
+            seed=self.seed,
+            rank=rt.rank,
+            mode=cfg.sample_mode,
+            prefetch=cfg.prefetch,
+            start=int(self.state.sampler.get("next_index", 0)),
+            pin_memory=rt.device.type == "cuda",
+        )
+        try:
+            with loader:
+                for epoch in range(self.state.epoch, cfg.epochs):
+                    self._epoch(epoch, model, optimizer, loader, logger)
+        finally:
+            logger.close()
+        return self._finish()
+
+    def _epoch(self, epoch: int, model: Any, optimizer: Any, loader: BatchLoader, logger: MetricsLogger) -> None:
+        cfg, rt, st = self.cfg, self.rt, self.state
+        started, window = time.perf_counter(), _MetricWindow()
+        first_step, last_console, elapsed = st.step, 0.0, 0.0
+        for _ in range(cfg.updates_per_epoch):
+            self.hooks.check_stop()
+            set_lr(optimizer, lr_at(st.step, peak=cfg.lr, warmup_steps=cfg.warmup_steps))
+            metrics = self._update(model, optimizer, loader, epoch)
+            self.agent.update_targets()
+            st.step += 1
+            st.timesteps += cfg.batch_size * cfg.max_seq_len * cfg.grad_accum * rt.world_size
+            window.add(metrics)
+            elapsed = time.perf_counter() - started
+            if st.step % cfg.logging.log_interval == 0:
+                row = window.flush(prefix="train/")
+                row["train/updates_per_s"] = round((st.step - first_step) / max(elapsed, 1e-9), 3)
+                row["train/lr"] = optimizer.param_groups[0]["lr"]
+                logger.log(row, step=st.step, epoch=epoch + 1, timesteps=st.timesteps, wall_time=st.wall_time + elapsed)
+            if self.hooks.progress is not None and time.perf_counter() - last_console > cfg.logging.console_interval:
+                last_console = time.perf_counter()
+                self.hooks.progress.update(
+                    completed=st.step,
+                    total=cfg.epochs * cfg.updates_per_epoch,
+                    epoch=f"{epoch + 1}/{cfg.epochs}",
+                    critic=float(metrics["critic_loss"]),
+                    actor=float(metrics["actor_loss"]),
+                    ups=round((st.step - first_step) / max(elapsed, 1e-9), 2),
+                )
+        if window.count:  # the steps since the last log line
+            row = window.flush(prefix="train/")
+            logger.log(row, step=st.step, epoch=epoch + 1, timesteps=st.timesteps, wall_time=st.wall_time + elapsed)
+        st.wall_time += time.perf_counter() - started
+        st.epoch = epoch + 1
+        st.sampler = loader.state_dict()
+        self._end_of_epoch(epoch + 1, logger)
+
+    def _update(self, model: Any, optimizer: Any, loader: BatchLoader, epoch: int) -> dict[str, torch.Tensor]:
+        """One gradient step over `grad_accum` micro-batches; NonFiniteLoss before anything is applied."""
+        cfg, rt = self.cfg, self.rt
+        metrics: dict[str, torch.Tensor] = {}
+        for micro in range(cfg.grad_accum):
+            batch = next(loader).to(rt.device, non_blocking=True)
+            sync = micro == cfg.grad_accum - 1 or rt.world_size == 1
+            with contextlib.nullcontext() if sync else rt.accelerator.no_sync(model), rt.accelerator.autocast():
+                loss, metrics = model(batch)
+            if not torch.isfinite(loss):
+                self._non_finite(f"loss {float(loss.detach())}", epoch)
+            rt.accelerator.backward(loss / cfg.grad_accum)
+        if cfg.grad_clip > 0:
+            norm = rt.accelerator.clip_grad_norm_(self.agent.parameters(), cfg.grad_clip)
+        else:
+            norm = torch.nn.utils.get_total_norm([p.grad for p in self.agent.parameters() if p.grad is not None])
+        if not torch.isfinite(torch.as_tensor(norm)):
+            self._non_finite(f"gradient norm {float(norm)}", epoch)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        metrics = {k: v.detach().float() for k, v in metrics.items()}
+        metrics["grad_norm"] = torch.as_tensor(norm).detach().float()
+        return metrics
+
+    def _non_finite(self, what: str, epoch: int) -> None:
+        last = ckpt.resolve(self.ckpt_dir / ckpt.LATEST)
+        good = (
+            f"the last good checkpoint is {last} (epoch {self.state.epoch})"
+            if last
+            else "no checkpoint was written yet"
+        )
+        raise NonFiniteLoss(
+            f"{self.where}: non-finite {what} at gradient step {self.state.step + 1} (epoch {epoch + 1}); training "
+            f"stopped and nothing was saved after it; {good}. Check the data for NaN/inf (the convert report), "
+            "or lower lr / reward_multiplier"
+        )
+
+    # ---- end of epoch: validation, checkpoints, logs ------------------------------------------
+    def _end_of_epoch(self, epoch: int, logger: MetricsLogger) -> None:
+        cfg, rt, st = self.cfg, self.rt, self.state
+        row: dict[str, Any] = {f"buffer/{p}_timesteps": n for p, n in self._partition_sizes().items()}
+        val = cfg.validate
+        if (
+            val is not None
+            and self.hooks.validate is not None
+            and rt.is_main
+            and (epoch % val.every == 0 or epoch == cfg.epochs)
+        ):
+            with torch.random.fork_rng(devices=[]):
+                summary = self.hooks.validate(self.agent, epoch)
+            row.update({f"val/{k}": v for k, v in summary.items() if isinstance(v, int | float)})
+            score = float(summary.get("return_mean", float("-inf")))
+            if not st.best or score > float(st.best.get("return_mean", float("-inf"))):
+                st.best = {"epoch": epoch, "return_mean": score}
+                self._save_policy(self.policy_dir / "best.safetensors", epoch)
+        if rt.is_main:
+            logger.log(row, step=st.step, epoch=epoch, timesteps=st.timesteps, wall_time=st.wall_time)
+            self._save(epoch)
+        rt.accelerator.wait_for_everyone()
+
+    def _save(self, epoch: int) -> None:
+        cfg = self.cfg
+        self._save_policy(self.policy_dir / f"epoch_{epoch:04d}.safetensors", epoch)
+        self._save_policy(self.policy_dir / "latest.safetensors", epoch)
+        ckpt.prune(self.policy_dir, "epoch_*.safetensors", cfg.keep_last)
+        targets = [self.ckpt_dir / ckpt.LATEST]
+        if epoch % cfg.ckpt_interval == 0 or epoch == cfg.epochs:
+            targets.append(self.ckpt_dir / f"epoch_{epoch:04d}")
+        for directory in targets:
+            ckpt.save_checkpoint(
+                directory,
+                model=self.agent.state_dict(),
+                optimizer=self.optimizer.state_dict(),
+                scheduler={"rule": "linear_warmup", "warmup_steps": cfg.warmup_steps, "lr": cfg.lr},
+                state=self.state,
+                meta=self.meta(epoch),
+            )
+        ckpt.prune(self.ckpt_dir, "epoch_*", cfg.keep_last)
+
+    def _save_policy(self, path: Path, epoch: int) -> None:
+        import json
+
+        meta = {k: json.dumps(v) for k, v in self.meta(epoch).items()}
+        ckpt.save_weights(path, self.agent.policy_state_dict(), meta)
+
+    def meta(self, epoch: int) -> dict[str, Any]:
+        """What is needed to rebuild the agent: spec, model and agent configs, window length."""
+        cfg = self.cfg
+        return {
+            "format": ckpt.CHECKPOINT_FORMAT,
+            "spec": self.store.spec.to_json(),
+            "model": to_dict(cfg.model),
+            "agent": to_dict(cfg.agent),
+            "max_seq_len": cfg.max_seq_len,
+            "epoch": epoch,
+            "step": self.state.step,
+        }
+
+    def _partition_sizes(self) -> dict[str, int]:
+        try:
+            return {p: self.store.partition_info(p).timesteps for p in self.cfg.partitions}
+        except AmagoPipeError:
+            return {}
+
+    def _finish(self) -> dict[str, Any]:
+        st, rows = self.state, read_metrics(self.out_dir / METRICS_FILE)
+        train_rows = [r for r in rows if "train/critic_loss" in r]
+        last = train_rows[-1] if train_rows else {}
+        if self.rt.is_main and self.cfg.logging.plots and rows:
+            from amago_pipe.train.plots import plot_learning_curves
+
+            plot_learning_curves(rows, self.out_dir / "plots")
+        out: dict[str, Any] = {}
+        if st.best:
+            out["best_val_return"] = st.best["return_mean"]
+            out["best_epoch"] = st.best["epoch"]
+        out.update(
+            critic_loss=last.get("train/critic_loss"),
+            actor_loss=last.get("train/actor_loss"),
+            epochs=st.epoch,
+            steps=st.step,
+            timesteps=st.timesteps,
+            train_seconds=round(st.wall_time, 2),
+            updates_per_s=round(st.step / st.wall_time, 2) if st.wall_time > 0 else None,
+        )
+        return out
+
+
+class _MetricWindow:
+    """Means of per-step metrics since the last flush."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, torch.Tensor] = {}
+        self.count = 0
+
+    def add(self, metrics: dict[str, torch.Tensor]) -> None:
+        for k, v in metrics.items():
+            self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
+        self.count += 1
+
+    def flush(self, prefix: str) -> dict[str, float]:
+        out = {f"{prefix}{k}": float(v) / max(self.count, 1) for k, v in self.sums.items()}
+        self.sums, self.count = {}, 0
+        return out

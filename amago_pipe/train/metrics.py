@@ -1,0 +1,120 @@
+"""Training metrics: `metrics.jsonl` always, wandb when configured; sections `train/`, `val/`, `buffer/`.
+
+Every line carries the x-axes `step` (gradient steps), `epoch`, `timesteps` and `wall_time`. Imports no
+torch; wandb is imported only when enabled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from amago_pipe.errors import MissingDependencyError
+
+METRICS_FILE = "metrics.jsonl"
+X_AXES = ("step", "epoch", "timesteps", "wall_time")
+
+
+class MetricsLogger:
+    """Appends one JSON line per `log` call; mirrors to wandb (`disabled` | `offline` | `online`)."""
+
+    def __init__(
+        self,
+        out_dir: Path,
+        *,
+        wandb_mode: str = "disabled",
+        project: str = "amago-pipe",
+        entity: str | None = None,
+        group: str | None = None,
+        run_name: str = "",
+        config: dict[str, Any] | None = None,
+        enabled: bool = True,
+    ):
+        self.path = Path(out_dir) / METRICS_FILE
+        self.enabled = enabled
+        if enabled:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._wandb: Any = None
+        if enabled and wandb_mode != "disabled":
+            self._wandb = _start_wandb(wandb_mode, project, entity, group, run_name, config or {}, Path(out_dir))
+
+    def truncate_after(self, step: int) -> int:
+        """Drop lines logged after gradient step `step` (a resumed run redoes them); returns lines dropped."""
+        if not self.enabled or not self.path.exists():
+            return 0
+        kept, dropped = [], 0
+        for line in self.path.read_text().splitlines():
+            try:
+                keep = json.loads(line).get("step", 0) <= step
+            except json.JSONDecodeError:
+                keep = False  # a line cut by the kill
+            if keep:
+                kept.append(line)
+            else:
+                dropped += 1
+        tmp = self.path.with_name(f".tmp-{self.path.name}")
+        tmp.write_text("".join(f"{line}\n" for line in kept))
+        os.replace(tmp, self.path)
+        return dropped
+
+    def log(self, metrics: dict[str, Any], *, step: int, epoch: float, timesteps: int, wall_time: float) -> None:
+        """Write `metrics` (keys already prefixed `train/`, `val/`, `buffer/`) with the x-axes."""
+        if not self.enabled:
+            return
+        row: dict[str, Any] = {"step": step, "epoch": epoch, "timesteps": timesteps, "wall_time": round(wall_time, 3)}
+        row.update({k: _plain(v) for k, v in metrics.items()})
+        with open(self.path, "a") as f:
+            f.write(json.dumps(row, allow_nan=True) + "\n")
+        if self._wandb is not None:
+            self._wandb.log({**row}, step=step)
+
+    def close(self) -> None:
+        if self._wandb is not None:
+            self._wandb.finish()
+            self._wandb = None
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """All rows of a metrics.jsonl file (lines that do not parse are skipped)."""
+    rows: list[dict[str, Any]] = []
+    if not Path(path).exists():
+        return rows
+    for line in Path(path).read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else value
+    return value
+
+
+def _start_wandb(
+    mode: str, project: str, entity: str | None, group: str | None, name: str, config: dict[str, Any], out_dir: Path
+) -> Any:
+    try:
+        import wandb
+    except ImportError as e:
+        raise MissingDependencyError(
+            "logging.wandb is enabled but wandb is not installed; `pip install wandb` or set logging.wandb: disabled"
+        ) from e
+    init: Any = wandb.init
+    return init(
+        mode=mode,
+        project=project,
+        entity=entity,
+        group=group,
+        name=name or None,
+        config=config,
+        dir=str(out_dir),
+        reinit=True,
+    )

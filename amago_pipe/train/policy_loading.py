@@ -1,0 +1,120 @@
+"""Load trained policies from a train stage's folder: `policy/{latest,best,epoch_N}.safetensors` -> AgentPolicy.
+
+Each policy file is self-contained (its metadata holds the DataSpec and the model/agent configs), so
+evaluate, collect and benchmarks rebuild the agent without the pipeline file. Never imports the pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from amago_pipe.agents.agent import Agent
+from amago_pipe.agents.policy import AgentPolicy
+from amago_pipe.config.build import Problems, build
+from amago_pipe.config.nets import ModelConfig
+from amago_pipe.config.train import AgentConfig
+from amago_pipe.errors import ConfigError, DataError, StoreFormatError
+from amago_pipe.spec import DataSpec
+from amago_pipe.train.checkpoint import CHECKPOINT_FORMAT, check_shapes
+from amago_pipe.train.runtime import build_agent
+
+Which = str | int
+"""`latest`, `best`, or an epoch number."""
+
+
+def policy_path(train_dir: Path, which: Which, *, where: str = "checkpoint") -> Path:
+    """The policy file of `which` in a train stage's output folder; DataError listing what exists."""
+    folder = Path(train_dir) / "policy"
+    name = f"epoch_{int(which):04d}.safetensors" if isinstance(which, int) else f"{which}.safetensors"
+    path = folder / name
+    if path.is_file():
+        return path
+    have = sorted(p.stem for p in folder.glob("*.safetensors")) if folder.is_dir() else []
+    hint = " (`best` needs `validate:` in the train stage)" if which == "best" else ""
+    raise DataError(
+        f"{where}: no '{which}' policy in {folder}{hint}; available: {', '.join(have) or 'none (train has not finished an epoch)'}"
+    )
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """The JSON metadata of a policy file (spec, model, agent, max_seq_len, epoch)."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            raw = f.metadata() or {}
+    except (OSError, ValueError, RuntimeError, SafetensorError) as e:
+        raise StoreFormatError(f"{path}: not a readable policy file ({e})") from e
+    try:
+        meta = {k: json.loads(v) for k, v in raw.items()}
+    except json.JSONDecodeError as e:
+        raise StoreFormatError(f"{path}: policy metadata is not JSON ({e})") from e
+    if int(meta.get("format", 0)) > CHECKPOINT_FORMAT or "spec" not in meta:
+        raise StoreFormatError(
+            f"{path}: not an amago-pipe policy file of a supported format (format {meta.get('format')})"
+        )
+    return meta
+
+
+def load_agent(path: Path, *, device: str | torch.device = "cpu") -> tuple[Agent, dict[str, Any]]:
+    """Rebuild the agent described by a policy file and load its policy weights (eval mode)."""
+    from safetensors.torch import load_file
+
+    meta = read_meta(path)
+    spec = DataSpec.from_json(meta["spec"])
+    problems = Problems()
+    model_cfg = build(ModelConfig, meta["model"], problems, "model")
+    agent_cfg = build(AgentConfig, meta["agent"], problems, "agent")
+    if problems.items:
+        raise StoreFormatError(f"{path}: its model/agent config no longer validates: {'; '.join(problems.lines())}")
+    agent = build_agent(agent_cfg, model_cfg, spec, max_seq_len=int(meta["max_seq_len"]))
+    weights = load_file(str(path))
+    expected = agent.policy_state_dict()
+    check_shapes(expected, weights, where=str(path))
+    agent.load_state_dict(weights, strict=False)
+    return agent.to(device).eval(), meta
+
+
+def load_policy(path: Path, *, greedy: bool = True, device: str | torch.device = "cpu", seed: int = 0) -> AgentPolicy:
+    """An AgentPolicy (RolloutPolicy) acting with the weights in `path`."""
+    agent, _ = load_agent(path, device=device)
+    return AgentPolicy(agent, greedy=greedy, device=device, seed=seed)
+
+
+def check_env_spec(policy_spec: DataSpec, env_spec: DataSpec, *, where: str) -> None:
+    """DataError when an environment does not match the data a policy was trained on."""
+    policy_spec.check_compatible(env_spec, what=f"{where} env", against="trained policy")
+
+
+def checkpoint_policy(arg: str | None, ctx: Any) -> AgentPolicy:
+    """POLICIES factory for `policy: checkpoint:STAGE[:latest|best|EPOCH]` or `checkpoint:path/to/policy.safetensors`.
+
+    `ctx` is an `amago_pipe.envs.policies.PolicyContext`; STAGE must be among the collecting stage's `needs`.
+    Actions are sampled from the policy (exploration noise can be added with `noise:`).
+    """
+    where = getattr(ctx, "where", "policy")
+    if not arg:
+        raise ConfigError(
+            f"{where}: 'checkpoint' needs a train stage or a policy file, e.g. 'checkpoint:train' or 'checkpoint:train:best'",
+            path=where,
+        )
+    if arg.endswith(".safetensors"):
+        path = Path(arg)
+        if not path.is_file():
+            raise DataError(f"{where}: policy file '{arg}' does not exist")
+    else:
+        stage, _, which = arg.partition(":")
+        upstream = dict(getattr(ctx, "upstream", {}) or {})
+        if stage not in upstream:
+            raise ConfigError(
+                f"{where}: stage '{stage}' is not among this stage's needs ({', '.join(upstream) or 'none'}); "
+                f"add it to `needs:` so its policy exists before collecting",
+                path=where,
+            )
+        path = policy_path(upstream[stage], int(which) if which.isdigit() else (which or "latest"), where=where)
+    agent, _ = load_agent(path)
+    check_env_spec(agent.spec, ctx.spec, where=where)
+    return AgentPolicy(agent, greedy=False, seed=int(getattr(ctx, "seed", 0)))

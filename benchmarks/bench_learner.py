@@ -1,0 +1,208 @@
+"""Learner throughput: updates/s, timesteps/s, FLOPs per update, MFU vs this CPU's matmul rate, peak memory.
+
+Each configuration runs in its own subprocess (clean peak-RSS, fixed thread count) on a synthetic store
+with CartPole-like (discrete) or Pendulum-like (continuous) shapes. Prints a Markdown table.
+
+    python benchmarks/bench_learner.py                 # the default set, 1 thread
+    python benchmarks/bench_learner.py --threads 2 --updates 10
+    python benchmarks/bench_learner.py --only tf128-L64-discrete
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+CONFIGS: dict[str, dict[str, Any]] = {
+    # name: traj encoder, d_model, max_seq_len, action kind, extra gammas, critics
+    "tf128-L64-discrete": dict(traj="transformer", d=128, L=64, kind="discrete", gammas=2, K=4),
+    "tf256-L128-discrete": dict(traj="transformer", d=256, L=128, kind="discrete", gammas=2, K=4),
+    "tf128-L64-continuous": dict(traj="transformer", d=128, L=64, kind="continuous", gammas=2, K=4),
+    "tf256-L128-continuous": dict(traj="transformer", d=256, L=128, kind="continuous", gammas=2, K=4),
+    "gru256-L64-discrete": dict(traj="gru", d=256, L=64, kind="discrete", gammas=2, K=4),
+    "ff256-L64-discrete": dict(traj="ff", d=256, L=64, kind="discrete", gammas=2, K=4),
+    # AMAGO's own defaults for comparison: 4 critics x 7 gammas, d_model 256, 24 x 128
+    "amago-defaults-discrete": dict(traj="transformer", d=256, L=128, kind="discrete", gammas=6, K=4),
+    "amago-defaults-continuous": dict(traj="transformer", d=256, L=128, kind="continuous", gammas=6, K=4),
+}
+AMAGO_GAMMAS = (0.1, 0.9, 0.95, 0.97, 0.99, 0.995)
+BATCH = 24
+
+
+def matmul_rate(threads: int, n: int = 1024, repeats: int = 20) -> float:
+    """Measured fp32 GEMM FLOP/s of this CPU at `threads` threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        a @ b
+    start = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * n**3 * repeats / (time.perf_counter() - start)
+
+
+def _store(path: Path, kind: str) -> Any:
+    import numpy as np
+
+    from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
+    from amago_pipe.store import Episode, TrajectoryStore
+
+    if kind == "discrete":
+        spec = DataSpec({"observation": ArraySpec((4,), "float32")}, ActionSpec("discrete", (), n=2))
+    else:
+        spec = DataSpec(
+            {"observation": ArraySpec((3,), "float32")}, ActionSpec("continuous", (1,), low=(-2.0,), high=(2.0,))
+        )
+    store = TrajectoryStore.create(path, spec)
+    rng = np.random.default_rng(0)
+    obs_dim = spec.observations["observation"].shape[0]
+    with store.writer("protected") as w:
+        for _ in range(40):
+            T = 500
+            actions = rng.integers(0, 2, T) if kind == "discrete" else rng.uniform(-2, 2, (T, 1)).astype(np.float32)
+            ends = np.zeros(T, bool)
+            ends[-1] = True
+            w.add(
+                Episode(
+                    obs={"observation": rng.normal(size=(T + 1, obs_dim)).astype(np.float32)},
+                    actions=actions,
+                    rewards=rng.normal(size=T).astype(np.float32),
+                    terminated=np.zeros(T, bool),
+                    truncated=ends,
+                )
+            )
+    return store
+
+
+def run_one(name: str, threads: int, updates: int) -> dict[str, Any]:
+    """Measure one configuration in this process."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from amago_pipe.config.nets import (
+        ActorHeadConfig,
+        CriticHeadConfig,
+        FFTrajConfig,
+        FFTstepConfig,
+        GruConfig,
+        ModelConfig,
+        TransformerConfig,
+    )
+    from amago_pipe.config.train import AgentConfig
+    from amago_pipe.data.loader import BatchLoader
+    from amago_pipe.train.optim import make_optimizer
+    from amago_pipe.train.runtime import build_agent
+
+    c = CONFIGS[name]
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    traj = {
+        "transformer": TransformerConfig(d_model=c["d"], n_heads=8, n_layers=3),
+        "gru": GruConfig(d_model=c["d"], n_layers=2),
+        "ff": FFTrajConfig(d_model=c["d"], n_layers=2),
+    }[c["traj"]]
+    model = ModelConfig(tstep_encoder=FFTstepConfig(), traj_encoder=traj)
+    gammas = AMAGO_GAMMAS[: c["gammas"]] if c["gammas"] == 6 else (0.9, 0.99)
+    agent_cfg = AgentConfig(
+        gamma=0.999, gammas=gammas, actor=ActorHeadConfig(), critic=CriticHeadConfig(num_critics=c["K"])
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        store = _store(Path(tmp) / "s.zarr", c["kind"])
+        agent = build_agent(agent_cfg, model, store.spec, max_seq_len=c["L"])
+        opt = make_optimizer(agent, lr=1e-4, weight_decay=1e-4)
+        loader = BatchLoader(
+            store, batch_size=BATCH, seq_len=c["L"], partitions={"protected": 1.0}, seed=0, threaded=False
+        )
+        batches = [next(loader) for _ in range(4)]
+
+        def update(i: int) -> None:
+            loss, _ = agent(batches[i % len(batches)])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
+            opt.step()
+            agent.update_targets()
+
+        with FlopCounterMode(display=False) as counter:
+            update(0)
+        flops = counter.get_total_flops()
+        for i in range(2):
+            update(i)
+        start = time.perf_counter()
+        for i in range(updates):
+            update(i)
+        seconds = (time.perf_counter() - start) / updates
+        sample_start = time.perf_counter()
+        for _ in range(5):
+            next(loader)
+        sample_ms = (time.perf_counter() - sample_start) / 5 * 1000
+    params = sum(p.numel() for p in agent.parameters() if p.requires_grad)
+    return {
+        "config": name,
+        "params_M": round(params / 1e6, 2),
+        "gflop_per_update": round(flops / 1e9, 2),
+        "updates_per_s": round(1 / seconds, 2),
+        "timesteps_per_s": round(BATCH * c["L"] / seconds),
+        "achieved_gflops": round(flops / seconds / 1e9, 1),
+        "sample_ms": round(sample_ms, 1),
+        "peak_rss_MB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--updates", type=int, default=8)
+    parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one, args.threads, args.updates)))
+        return
+    rate = matmul_rate(args.threads)
+    import torch
+
+    print(f"torch {torch.__version__}, {args.threads} thread(s), measured fp32 matmul rate {rate / 1e9:.1f} GFLOP/s")
+    print(f"batch {BATCH}; default agent: 3 gammas (0.9, 0.99, 0.999), 4 critics; 'amago-defaults': 7 gammas\n")
+    cols = [
+        "config",
+        "params_M",
+        "gflop_per_update",
+        "updates_per_s",
+        "timesteps_per_s",
+        "achieved_gflops",
+        "mfu_%",
+        "sample_ms",
+        "peak_rss_MB",
+    ]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for name in args.only or list(CONFIGS):
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        proc = subprocess.run(
+            [sys.executable, __file__, "--one", name, "--threads", str(args.threads), "--updates", str(args.updates)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        if proc.returncode != 0:
+            print(f"| {name} | failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr else proc.returncode} |")
+            continue
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        row["mfu_%"] = round(100 * row["achieved_gflops"] * 1e9 / rate, 1)
+        print("| " + " | ".join(str(row[c]) for c in cols) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""Store -> batches -> updates -> checkpoints with real pieces: exact resume, outputs, and every bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+from unit.data.learning_data import make_spec, make_store
+
+from amago_pipe.config.build import FieldError
+from amago_pipe.config.nets import (
+    ActorHeadConfig,
+    CriticHeadConfig,
+    FFTstepConfig,
+    GruConfig,
+    ModelConfig,
+    ObsKeyConfig,
+)
+from amago_pipe.config.train import AgentConfig, LoggingConfig, MultiTaskConfig, TrainStageConfig
+from amago_pipe.errors import ConfigError, DataError, Interrupted
+from amago_pipe.store import Episode
+from amago_pipe.train.learner import Learner, LearnerHooks, NonFiniteLoss
+from amago_pipe.train.policy_loading import load_policy, policy_path
+
+TINY = ModelConfig(
+    tstep_encoder=FFTstepConfig(d_hidden=16, d_output=16), traj_encoder=GruConfig(d_model=16, n_layers=1)
+)
+
+
+def _cfg(**overrides: object) -> TrainStageConfig:
+    base = dict(
+        max_seq_len=8,
+        batch_size=4,
+        epochs=3,
+        updates_per_epoch=4,
+        warmup_steps=2,
+        model=TINY,
+        agent=AgentConfig(actor=ActorHeadConfig(d_hidden=16), critic=CriticHeadConfig(d_hidden=16, num_critics=2)),
+        ckpt_interval=2,
+        keep_last=2,
+        deterministic=True,
+        prefetch=2,
+        logging=LoggingConfig(log_interval=2, plots=False),
+    )
+    base.update(overrides)
+    return TrainStageConfig(**base)  # type: ignore[arg-type]
+
+
+def _final_weights(out: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(out / "checkpoints" / "latest" / "model.safetensors"))
+
+
+@pytest.fixture(autouse=True)
+def _restore_determinism():
+    yield
+    torch.use_deterministic_algorithms(False)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory):
+    return make_store(tmp_path_factory.mktemp("store") / "s.zarr", "discrete", episodes=10)
+
+
+def test_training_writes_checkpoints_policies_and_metrics(store, tmp_path: Path) -> None:
+    out = tmp_path / "train"
+    metrics = Learner(
+        _cfg(logging=LoggingConfig(log_interval=2, plots=True)), store, out, seed=1, hooks=LearnerHooks()
+    ).run()
+    assert metrics["steps"] == 12 and metrics["epochs"] == 3 and metrics["critic_loss"] is not None
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0002", "epoch_0003", "latest"]
+    assert sorted(p.name for p in (out / "policy").iterdir()) == [
+        "epoch_0002.safetensors",
+        "epoch_0003.safetensors",
+        "latest.safetensors",
+    ]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert {"step", "epoch", "timesteps", "wall_time"} <= set(rows[0])
+    assert any("train/critic_loss" in r for r in rows) and any("buffer/protected_timesteps" in r for r in rows)
+    assert (out / "plots" / "losses.png").stat().st_size > 1000
+    policy = load_policy(policy_path(out, "latest"))
+    policy.reset(2)
+    actions = policy.act(
+        {"observation": np.zeros((2, 3), np.float32)}, np.zeros((2, 4), np.float32), np.zeros(2, np.int64)
+    )
+    assert actions.shape == (2,) and actions.dtype == np.int64
+
+
+def test_interrupted_then_resumed_run_is_bit_identical(store, tmp_path: Path) -> None:
+    cfg = _cfg()
+    Learner(cfg, store, tmp_path / "straight", seed=3, hooks=LearnerHooks()).run()
+
+    steps = {"n": 0}
+
+    def stop_mid_epoch_two() -> None:
+        steps["n"] += 1
+        if steps["n"] == 7:  # epoch 1 = steps 1-4 is checkpointed; die inside epoch 2
+            raise Interrupted("stopped for the test")
+
+    with pytest.raises(Interrupted):
+        Learner(cfg, store, tmp_path / "resumed", seed=3, hooks=LearnerHooks(check_stop=stop_mid_epoch_two)).run()
+    learner = Learner(cfg, store, tmp_path / "resumed", seed=3, hooks=LearnerHooks())
+    assert learner.resume() and learner.state.epoch == 1 and learner.state.step == 4
+    learner.run()
+    a, b = _final_weights(tmp_path / "straight"), _final_weights(tmp_path / "resumed")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])][:5]
+    steps_logged = [json.loads(r)["step"] for r in (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()]
+    assert steps_logged == sorted(steps_logged)  # the redone steps were not logged twice
+
+
+def test_resuming_with_another_model_shape_is_refused(store, tmp_path: Path) -> None:
+    Learner(_cfg(epochs=1), store, tmp_path, seed=0, hooks=LearnerHooks()).run()
+    before = (tmp_path / "checkpoints" / "latest" / "model.safetensors").read_bytes()
+    bigger = dataclasses.replace(TINY, traj_encoder=GruConfig(d_model=32, n_layers=1))
+    learner = Learner(_cfg(epochs=2, model=bigger), store, tmp_path, seed=0, hooks=LearnerHooks())
+    with pytest.raises(DataError, match=r"written by a model of another shape: .*traj_encoder"):
+        learner.resume()
+    assert (tmp_path / "checkpoints" / "latest" / "model.safetensors").read_bytes() == before
+
+
+def test_non_finite_loss_names_the_step_and_the_last_good_checkpoint(tmp_path: Path) -> None:
+    store = make_store(tmp_path / "s.zarr", "discrete", episodes=4)
+    spec = make_spec("discrete")
+    rng = np.random.default_rng(0)
+    with store.writer("poison") as writer:
+        obs = rng.normal(size=(11, 3)).astype(np.float32)
+        writer.add(
+            Episode(
+                obs={"observation": obs},
+                actions=np.zeros(10, np.int64),
+                rewards=np.full(10, np.nan, np.float32),
+                terminated=np.eye(10, dtype=bool)[-1],
+                truncated=np.zeros(10, bool),
+            )
+        )
+    assert store.spec == spec
+    cfg = _cfg(partitions={"protected": 1.0}, epochs=2)
+    Learner(cfg, store, tmp_path / "out", seed=0, hooks=LearnerHooks()).run()
+    good = (tmp_path / "out" / "checkpoints" / "latest" / "model.safetensors").read_bytes()
+    poisoned = _cfg(partitions={"poison": 1.0}, epochs=3)
+    learner = Learner(poisoned, store, tmp_path / "out", seed=0, hooks=LearnerHooks())
+    learner.resume()
+    with pytest.raises(
+        NonFiniteLoss,
+        match=r"non-finite loss nan at gradient step 9 \(epoch 3\).*last good checkpoint is .*latest \(epoch 2\)",
+    ):
+        learner.run()
+    assert (tmp_path / "out" / "checkpoints" / "latest" / "model.safetensors").read_bytes() == good
+
+
+def test_missing_and_empty_partitions_are_refused(store, tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"stages.train.partitions: the store has no partition 'fifo'"):
+        Learner(_cfg(partitions={"fifo": 1.0}), store, tmp_path, seed=0, hooks=LearnerHooks())
+    store.configure_partition("nothing", kind="plain")
+    with pytest.raises(DataError, match=r"partition\(s\) 'nothing' hold no episodes"):
+        Learner(_cfg(partitions={"nothing": 1.0}), store, tmp_path, seed=0, hooks=LearnerHooks())
+
+
+def test_config_inconsistent_with_the_data_spec_is_refused(store, tmp_path: Path) -> None:
+    wrong_key = dataclasses.replace(TINY, tstep_encoder=FFTstepConfig(keys={"pixels": ObsKeyConfig(use="ignore")}))
+    with pytest.raises(ConfigError, match=r"unknown observation key 'pixels' \(the data has: observation\)"):
+        Learner(_cfg(model=wrong_key), store, tmp_path, seed=0, hooks=LearnerHooks())
+    with pytest.raises(FieldError, match="the multitask agent needs `critic: {output: bins}`"):
+        MultiTaskConfig(critic=CriticHeadConfig(output="scalar"))
+
+
+def test_policy_refuses_an_env_unlike_its_training_data(store, tmp_path: Path) -> None:
+    Learner(_cfg(epochs=1), store, tmp_path, seed=0, hooks=LearnerHooks()).run()
+    from amago_pipe.config.envs import EnvConfig
+    from amago_pipe.train.policy_loading import load_agent
+    from amago_pipe.train.validation import run_episodes
+
+    agent, _ = load_agent(policy_path(tmp_path, "latest"))
+    with pytest.raises(
+        DataError, match=r"env 'CartPole-v1' does not match the training data's data spec: .*observations"
+    ):
+        run_episodes(
+            agent, EnvConfig(id="CartPole-v1", n_envs=1), 1, spec=agent.spec, greedy=True, seed=0, where="eval"
+        )
+    with pytest.raises(DataError, match=r"no 'best' policy .*needs `validate:`.*available: epoch_0001, latest"):
+        policy_path(tmp_path, "best")
+
+
+def test_checkpoint_policy_factory_for_collect(store, tmp_path: Path) -> None:
+    from amago_pipe.envs.policies import PolicyContext
+    from amago_pipe.train.policy_loading import checkpoint_policy
+
+    Learner(_cfg(epochs=1), store, tmp_path / "train", seed=0, hooks=LearnerHooks()).run()
+    ctx = PolicyContext(spec=store.spec, n_envs=2, upstream={"train": tmp_path / "train"}, where="stages.c.policies.0")
+    policy = checkpoint_policy("train:latest", ctx)
+    policy.reset(2)
+    assert policy.act(
+        {"observation": np.zeros((2, 3), np.float32)}, np.zeros((2, 4), np.float32), np.zeros(2, np.int64)
+    ).shape == (2,)
+    assert checkpoint_policy(str(tmp_path / "train/policy/epoch_0001.safetensors"), ctx) is not None
+    with pytest.raises(ConfigError, match=r"stage 'trian' is not among this stage's needs \(train\)"):
+        checkpoint_policy("trian", ctx)
+    with pytest.raises(ConfigError, match=r"'checkpoint' needs a train stage or a policy file"):
+        checkpoint_policy(None, ctx)
+
+
+def test_gradient_accumulation_counts_micro_batches(store, tmp_path: Path) -> None:
+    metrics = Learner(_cfg(epochs=1, grad_accum=2), store, tmp_path, seed=0, hooks=LearnerHooks()).run()
+    assert metrics["steps"] == 4 and metrics["timesteps"] == 4 * 2 * 4 * 8  # steps x micro-batches x B x L
+    state = json.loads((tmp_path / "checkpoints" / "latest" / "state.json").read_text())
+    assert state["state"]["sampler"]["next_index"] == 8

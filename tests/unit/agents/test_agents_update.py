@@ -1,0 +1,143 @@
+"""Every agent type on every supported action kind: one update, gradients where they belong, acting, policy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from unit.data.learning_data import make_spec, make_store
+
+from amago_pipe.agents.agent import Agent
+from amago_pipe.agents.multitask import MultiTaskAgent
+from amago_pipe.agents.policy import AgentPolicy
+from amago_pipe.config.nets import (
+    ActorHeadConfig,
+    CriticHeadConfig,
+    FFTstepConfig,
+    GruConfig,
+    ModelConfig,
+    TransformerConfig,
+)
+from amago_pipe.config.train import AgentConfig, MultiTaskConfig
+from amago_pipe.data.loader import BatchLoader
+from amago_pipe.errors import DataError
+from amago_pipe.spec import ActionSpec, DataSpec
+
+TINY = ModelConfig(
+    tstep_encoder=FFTstepConfig(d_hidden=16, d_output=16),
+    traj_encoder=TransformerConfig(d_model=16, n_heads=2, n_layers=1, dropout_emb=0.0, dropout_ff=0.0),
+)
+AGENTS = {"agent": (Agent, AgentConfig), "multitask": (MultiTaskAgent, MultiTaskConfig)}
+
+
+def _agent(kind: str, name: str, **overrides: object) -> Agent:
+    cls, cfg_cls = AGENTS[name]
+    bins = {"output": "bins", "num_bins": 16} if name == "multitask" else {}
+    critic = CriticHeadConfig(d_hidden=16, num_critics=3, **bins)  # type: ignore[arg-type]
+    cfg = cfg_cls(actor=ActorHeadConfig(d_hidden=16), critic=critic, **overrides)  # type: ignore[arg-type]
+    return cls(make_spec(kind), TINY, cfg, max_seq_len=6)
+
+
+@pytest.fixture(scope="module")
+def batches(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    out = {}
+    for kind in ("discrete", "continuous"):
+        store = make_store(tmp_path_factory.mktemp(kind) / "s.zarr", kind, episodes=6)
+        out[kind] = next(
+            BatchLoader(store, batch_size=4, seq_len=6, partitions={"protected": 1.0}, seed=0, threaded=False)
+        )
+    return out
+
+
+@pytest.mark.parametrize("name", ["agent", "multitask"])
+@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+def test_update_gives_finite_loss_and_gradients_to_every_trained_part(batches, kind: str, name: str) -> None:
+    torch.manual_seed(0)
+    agent = _agent(kind, name, online_coeff=1.0, offline_coeff=0.5)
+    loss, metrics = agent(batches[kind])
+    assert torch.isfinite(loss) and {"critic_loss", "actor_loss", "q_mean", "bc_filter_rate"} <= set(metrics)
+    loss.backward()
+    for part in ("model", "actor", "critic"):
+        grads = [p.grad for p in getattr(agent, part).parameters() if p.requires_grad]
+        assert grads and all(g is not None for g in grads), part
+    assert all(p.grad is None for p in agent.target_critic.parameters())
+    assert all(p.grad is None for p in agent.target_actor.parameters())
+
+
+@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+def test_policy_gradient_term_leaves_the_critics_untouched(batches, kind: str) -> None:
+    """The critics seen by the actor loss take no gradient (AMAGO's copy accumulated its own)."""
+    agent = _agent(kind, "agent", online_coeff=1.0, offline_coeff=0.0)
+    states, _ = agent.model(batches[kind].obs, batches[kind].rl2, batches[kind].time)
+    terms = (
+        agent.discrete_terms(states, batches[kind])
+        if kind == "discrete"
+        else agent.continuous_terms(states, batches[kind])
+    )
+    terms.q_pi.min(dim=2).values.mean().backward()
+    assert all(p.grad is None or p.grad.abs().sum() == 0 for p in agent.critic.parameters())
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in agent.actor.parameters())
+
+
+def test_targets_follow_the_online_networks_by_polyak_averaging() -> None:
+    agent = _agent("discrete", "agent", tau=0.5)
+    with torch.no_grad():
+        for p in agent.critic.parameters():
+            p.add_(1.0)
+    before = [p.clone() for p in agent.target_critic.parameters()]
+    agent.update_targets()
+    for b, t, o in zip(before, agent.target_critic.parameters(), agent.critic.parameters()):
+        torch.testing.assert_close(t, 0.5 * b + 0.5 * o)
+
+
+@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+def test_agent_policy_keeps_memory_per_env_and_resets_it(kind: str) -> None:
+    torch.manual_seed(0)
+    agent = _agent(kind, "agent").eval()
+    policy = AgentPolicy(agent, greedy=True)
+    rng = np.random.default_rng(0)
+    spec = make_spec(kind)
+    obs = {"observation": rng.normal(size=(3, 3)).astype(np.float32)}
+    rl2 = np.zeros((3, spec.rl2_dim), dtype=np.float32)
+    policy.reset(3)
+    first = policy.act(obs, rl2, np.zeros(3, dtype=np.int64))
+    assert first.shape == ((3,) if kind == "discrete" else (3, 2))
+    if kind == "continuous":
+        assert np.abs(first).max() <= 1.0
+    policy.act(obs, rl2, np.ones(3, dtype=np.int64))
+    assert int(policy.state["count"][0]) == 2
+    policy.reset_envs(np.array([True, False, False]))
+    assert int(policy.state["count"][0]) == 0 and int(policy.state["count"][1]) == 2
+
+
+def test_unsupported_action_kind_is_a_clear_error() -> None:
+    spec = DataSpec(make_spec().observations, ActionSpec("multidiscrete", (2,), nvec=(2, 3)))
+    with pytest.raises(DataError, match=r"multidiscrete\[2, 3\] actions are not supported"):
+        Agent(spec, TINY, AgentConfig(), max_seq_len=4)
+
+
+def test_gru_model_and_exp_filter(batches) -> None:
+    model = ModelConfig(
+        tstep_encoder=FFTstepConfig(d_hidden=16, d_output=16), traj_encoder=GruConfig(d_model=16, n_layers=1)
+    )
+    agent = Agent(
+        make_spec("discrete"), model, AgentConfig(fbc_filter="exp", critic=CriticHeadConfig(d_hidden=16)), max_seq_len=6
+    )
+    loss, _ = agent(batches["discrete"])
+    assert torch.isfinite(loss)
+
+
+def test_sampling_policy_has_its_own_seeded_stream() -> None:
+    agent = _agent("continuous", "agent").eval()
+    obs = {"observation": np.ones((4, 3), np.float32)}
+    rl2, time = np.zeros((4, 3), np.float32), np.zeros(4, np.int64)
+
+    def sample(seed: int) -> np.ndarray:
+        policy = AgentPolicy(agent, greedy=False, seed=seed)
+        policy.reset(4)
+        return policy.act(obs, rl2, time)
+
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    assert np.array_equal(sample(1), sample(1)) and not np.array_equal(sample(1), sample(2))
+    assert torch.equal(torch.get_rng_state(), before)

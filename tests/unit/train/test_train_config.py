@@ -1,0 +1,89 @@
+"""The train and evaluate stage configs through the pipeline loader: defaults, plugins and precise errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from amago_pipe.config.evaluate import EvaluateStageConfig
+from amago_pipe.config.loader import load_pipeline
+from amago_pipe.config.train import AgentConfig, MultiTaskConfig, TrainStageConfig
+from amago_pipe.errors import ConfigError
+
+PIPELINE = """
+version: 1
+name: t
+store: s.zarr
+stages:
+  train:
+    type: train
+    needs: []
+{train}
+  eval:
+    type: evaluate
+    env: {{id: CartPole-v1}}
+{evaluate}
+"""
+
+
+def _load(tmp_path: Path, train: str = "", evaluate: str = "", overrides: tuple[str, ...] = ()):
+    path = tmp_path / "p.yaml"
+    path.write_text(PIPELINE.format(train=train, evaluate=evaluate))
+    return load_pipeline(path, overrides).config
+
+
+def test_defaults_and_agent_types(tmp_path: Path) -> None:
+    cfg = _load(tmp_path)
+    train = cfg.stages["train"]
+    assert isinstance(train, TrainStageConfig) and type(train.agent) is AgentConfig
+    assert train.agent.all_gammas == (0.9, 0.99, 0.999) and train.partitions == {"protected": 1.0}
+    assert isinstance(cfg.stages["eval"], EvaluateStageConfig) and cfg.stages["eval"].checkpoint == "latest"
+    multi = _load(tmp_path, overrides=("stages.train.agent={type: multitask, labels: hl_gauss}",)).stages["train"]
+    assert isinstance(multi.agent, MultiTaskConfig) and multi.agent.critic.output == "bins"
+    assert multi.agent.online_coeff == 0.0 and multi.agent.offline_coeff == 1.0
+    epoch = _load(tmp_path, evaluate="    checkpoint: 3").stages["eval"]
+    assert epoch.checkpoint == 3
+
+
+@pytest.mark.parametrize(
+    ("train", "message"),
+    [
+        ("    agent: {type: agnet}", r"stages.train.agent.type: unknown agent 'agnet' .*did you mean 'agent'\?"),
+        ("    partitions: {protected: -1.0}", r"stages.train.partitions.protected: mixture weights must be >= 0"),
+        ("    partitions: {}", r"stages.train.partitions: give at least one partition"),
+        ("    agent: {type: agent, gamma: 1.5}", r"stages.train.agent.gamma: discount factors must be in \(0, 1\)"),
+        (
+            "    agent: {type: agent, gammas: [0.9, 0.999]}",
+            r"stages.train.agent.gammas: lists the main gamma 0.999 again",
+        ),
+        ("    agent: {type: agent, online_coeff: 0.0, offline_coeff: 0.0}", r"both 0: the actor would not learn"),
+        (
+            "    agent: {type: multitask, critic: {output: scalar}}",
+            r"the multitask agent needs `critic: {output: bins}`",
+        ),
+        (
+            "    agent: {type: agent, fbc_filter: soft}",
+            r"stages.train.agent.fbc_filter: expected one of 'binary', 'exp', 'leaky'",
+        ),
+        ("    max_seq_len: 0", r"stages.train.max_seq_len: must be at least 1, got 0"),
+        ("    mixed_precision: fp16", r"stages.train.mixed_precision: expected one of 'no', 'bf16'"),
+        ("    validate: {episodes: 3}", r"stages.train.validate.env: missing required key 'env'"),
+    ],
+)
+def test_bad_train_configs_name_the_key(tmp_path: Path, train: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, train=train)
+
+
+@pytest.mark.parametrize(
+    ("evaluate", "message"),
+    [
+        ("    checkpoint: bestt", r"stages.eval.checkpoint: expected one of 'latest', 'best' or an integer"),
+        ("    checkpoint: 0", r"stages.eval.checkpoint: epoch numbers start at 1"),
+        ("    episodes: 0", r"stages.eval.episodes: must be at least 1"),
+    ],
+)
+def test_bad_evaluate_configs_name_the_key(tmp_path: Path, evaluate: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, evaluate=evaluate)
