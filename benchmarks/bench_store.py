@@ -210,7 +210,7 @@ def bench_variant(name: str, spec: DataSpec, total: int, workdir: Path, seconds:
     rows = []
     for codec in ("zstd", "lz4"):
         steps_s, bytes_step = write_store(workdir / f"{name}-{codec}.zarr", spec, episodes, codec)
-        label = f"append, codec {codec}" + (" (default)" if codec == "zstd" else "")
+        label = f"append, codec {codec}" + (" (default)" if codec == "lz4" else "")
         rows.append(row(name, label, f"{steps_s:,.0f} steps/s", f"{bytes_step:,.1f} B/step on disk"))
     shutil.rmtree(workdir / f"{name}-lz4.zarr", ignore_errors=True)
     path = workdir / f"{name}-zstd.zarr"

@@ -34,7 +34,7 @@ ROOT_ATTR = "amago_pipe_store"
 PARTITIONS = "partitions"
 QUARANTINE = "quarantine"
 CODECS = ("zstd", "lz4", "none")
-DEFAULT_CODEC = "zstd"
+DEFAULT_CODEC = "lz4"
 CHUNK_TARGET_BYTES = 1 << 20
 """Uncompressed bytes per chunk along the time axis (features are never split)."""
 MAX_CHUNK_ROWS = 1 << 16
@@ -220,7 +220,7 @@ def chunk_rows(row_bytes: int, expected_rows: int | None = None) -> int:
 
 
 def compressors(codec: str) -> Any:
-    """zarr v3 compressor list for a codec name (blosc with byte shuffle; zstd level 3 or lz4)."""
+    """zarr v3 compressor list for a codec name (blosc with byte shuffle; lz4 by default, or zstd level 3)."""
     from zarr.codecs import BloscCodec
 
     if codec == "none":
