@@ -21,19 +21,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-CONFIGS: dict[str, dict[str, Any]] = {
-    # name: traj encoder, d_model, max_seq_len, action kind, extra gammas, critics
-    "tf128-L64-discrete": dict(traj="transformer", d=128, L=64, kind="discrete", gammas=2, K=4),
-    "tf256-L128-discrete": dict(traj="transformer", d=256, L=128, kind="discrete", gammas=2, K=4),
-    "tf128-L64-continuous": dict(traj="transformer", d=128, L=64, kind="continuous", gammas=2, K=4),
-    "tf256-L128-continuous": dict(traj="transformer", d=256, L=128, kind="continuous", gammas=2, K=4),
-    "gru256-L64-discrete": dict(traj="gru", d=256, L=64, kind="discrete", gammas=2, K=4),
-    "ff256-L64-discrete": dict(traj="ff", d=256, L=64, kind="discrete", gammas=2, K=4),
-    # AMAGO's own defaults for comparison: 4 critics x 7 gammas, d_model 256, 24 x 128
-    "amago-defaults-discrete": dict(traj="transformer", d=256, L=128, kind="discrete", gammas=6, K=4),
-    "amago-defaults-continuous": dict(traj="transformer", d=256, L=128, kind="continuous", gammas=6, K=4),
-}
 AMAGO_GAMMAS = (0.1, 0.9, 0.95, 0.97, 0.99, 0.995)
+CONFIGS: dict[str, dict[str, Any]] = {
+    # name: traj encoder, d_model, max_seq_len, action kind, extra gammas (besides 0.999), critics
+    "tf128-L64-discrete": dict(traj="transformer", d=128, L=64, kind="discrete", gammas=(0.9, 0.99), K=4),
+    "tf256-L128-discrete": dict(traj="transformer", d=256, L=128, kind="discrete", gammas=(0.9, 0.99), K=4),
+    "tf128-L64-continuous": dict(traj="transformer", d=128, L=64, kind="continuous", gammas=(0.9, 0.99), K=4),
+    "tf256-L128-continuous": dict(traj="transformer", d=256, L=128, kind="continuous", gammas=(0.9, 0.99), K=4),
+    "gru256-L64-discrete": dict(traj="gru", d=256, L=64, kind="discrete", gammas=(0.9, 0.99), K=4),
+    "ff256-L64-discrete": dict(traj="ff", d=256, L=64, kind="discrete", gammas=(0.9, 0.99), K=4),
+    # AMAGO's own defaults for comparison: 4 critics x 7 gammas, d_model 256, 24 x 128
+    "amago-defaults-discrete": dict(traj="transformer", d=256, L=128, kind="discrete", gammas=AMAGO_GAMMAS, K=4),
+    "amago-defaults-continuous": dict(traj="transformer", d=256, L=128, kind="continuous", gammas=AMAGO_GAMMAS, K=4),
+    # the models of pipelines/quickstart.yaml and pipelines/pendulum-offline.yaml
+    "quickstart-tf64-L32": dict(traj="transformer", d=64, L=32, kind="discrete", gammas=(0.9,), K=4, small=True),
+    "pendulum-ff64-L32": dict(traj="ff", d=64, L=32, kind="continuous", gammas=(0.9,), K=4, small=True),
+}
 BATCH = 24
 
 
@@ -106,15 +109,20 @@ def run_one(name: str, threads: int, updates: int) -> dict[str, Any]:
     c = CONFIGS[name]
     torch.set_num_threads(threads)
     torch.manual_seed(0)
+    small = c.get("small", False)
     traj = {
-        "transformer": TransformerConfig(d_model=c["d"], n_heads=8, n_layers=3),
+        "transformer": TransformerConfig(d_model=c["d"], n_heads=4 if small else 8, n_layers=2 if small else 3),
         "gru": GruConfig(d_model=c["d"], n_layers=2),
         "ff": FFTrajConfig(d_model=c["d"], n_layers=2),
     }[c["traj"]]
-    model = ModelConfig(tstep_encoder=FFTstepConfig(), traj_encoder=traj)
-    gammas = AMAGO_GAMMAS[: c["gammas"]] if c["gammas"] == 6 else (0.9, 0.99)
+    tstep = FFTstepConfig(d_hidden=128, d_output=64) if small else FFTstepConfig()
+    model = ModelConfig(tstep_encoder=tstep, traj_encoder=traj)
+    hidden = 128 if small else 256
     agent_cfg = AgentConfig(
-        gamma=0.999, gammas=gammas, actor=ActorHeadConfig(), critic=CriticHeadConfig(num_critics=c["K"])
+        gamma=0.98 if small else 0.999,
+        gammas=c["gammas"],
+        actor=ActorHeadConfig(d_hidden=hidden),  # type: ignore[call-arg]
+        critic=CriticHeadConfig(num_critics=c["K"], d_hidden=hidden),  # type: ignore[call-arg]
     )
     with tempfile.TemporaryDirectory() as tmp:
         store = _store(Path(tmp) / "s.zarr", c["kind"])
