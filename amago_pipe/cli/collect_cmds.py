@@ -43,7 +43,7 @@ def build_config(data: dict[str, Any]) -> Any:
     "--policy",
     default="random",
     show_default=True,
-    help="random, cartpole-pd, pendulum-energy, scripted:pkg.mod:function, or a registered name[:arg].",
+    help="random, cartpole-pd, pendulum-energy, scripted:pkg.mod:function, checkpoint:path/to/policy.safetensors, or a registered name[:arg].",
 )
 @click.option("--episodes", type=int, required=True, help="Number of episodes to collect.")
 @click.option("--store", "store_path", metavar="PATH", help="Trajectory store to append to (with --partition).")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,8 @@ def _runner(pipeline: Path, overrides: tuple[str, ...], run_dir: Path | None, le
     from amago_pipe.pipeline.console import RichReporter
     from amago_pipe.pipeline.runner import Runner
 
+    if int(os.environ.get("RANK", "0")) > 0:  # secondary process of a multi-process launch: rank 0 reports
+        level = -2
     _setup_logging(level)
     loaded = load_pipeline(pipeline, overrides)
     return Runner(loaded, run_dir, RichReporter(console(), level=level, plan_only=plan_only))

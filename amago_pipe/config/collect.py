@@ -49,7 +49,7 @@ class CollectPolicyConfig:
     """One behaviour policy of a collect stage and how many episodes it runs."""
 
     policy: str
-    """`random`, a builtin controller (`cartpole-pd`, `pendulum-energy`), `scripted:package.module:function`, or a registered policy `name[:arg]`."""
+    """`random`, a builtin controller (`cartpole-pd`, `pendulum-energy`), `scripted:package.module:function`, `checkpoint:TRAIN_STAGE[:latest|best|EPOCH]` (a stage in `needs`), or a registered policy `name[:arg]`."""
     episodes: int
     """Number of episodes to collect with this policy (spread evenly over the parallel envs)."""
     noise: float = 0.0

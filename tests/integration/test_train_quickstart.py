@@ -40,3 +40,29 @@ def test_quickstart_smoke_runs_then_skips(tmp_path: Path, amago: Any, monkeypatc
     assert (stages / "train/plots/losses.png").exists() and (stages / "train/policy/epoch_0002.safetensors").exists()
     second = amago("run", str(REPO / "pipelines" / "quickstart.yaml"), *overrides, check=True, timeout=300)
     assert second.stdout.count("unchanged") == 4, second.stdout
+
+
+def test_collect_with_a_trained_checkpoint(tmp_path: Path, amago: Any) -> None:
+    overrides = [arg for item in TINY for arg in ("--set", item)]
+    amago("run", str(REPO / "pipelines" / "quickstart.yaml"), *overrides, "--until", "train", check=True, timeout=300)
+    policy = "checkpoint:runs/quickstart/stages/train/policy/latest.safetensors"
+    out = amago(
+        "collect",
+        "CartPole-v1",
+        "--policy",
+        policy,
+        "--episodes",
+        "3",
+        "--n-envs",
+        "2",
+        "--store",
+        "online.zarr",
+        "--partition",
+        "fifo",
+        check=True,
+    )
+    assert "collected 3 episodes" in out.stdout
+    missing = amago(
+        "collect", "CartPole-v1", "--policy", "checkpoint:nope.safetensors", "--episodes", "1", "--store", "online.zarr"
+    )
+    assert missing.returncode != 0 and "policy file 'nope.safetensors' does not exist" in missing.stderr

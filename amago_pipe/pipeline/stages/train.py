@@ -22,6 +22,7 @@ class TrainStage(Stage):
 
     Config = TrainStageConfig
     resumable = True
+    distributed = True  # under torchrun / accelerate launch every rank trains; rank 0 writes the outputs
     config: TrainStageConfig
 
     def open_store(self) -> TrajectoryStore:
