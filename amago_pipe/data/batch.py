@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from amago_pipe.spec import ActionSpec, DataSpec
+from amago_pipe.actions import ActionCodec
+from amago_pipe.spec import DataSpec
 from amago_pipe.store.info import WindowBatch
 
 
@@ -74,64 +75,19 @@ class Batch:
         return Batch(**pinned)
 
 
-class ActionFeatures:
-    """Stored (env-space) actions -> policy-space actions and rl2 features, vectorised over any leading axes.
-
-    Must agree with `amago_pipe.envs.actions.ActionCodec` (a test checks it); kept here because the data layer
-    may not import the env layer.
-    """
-
-    def __init__(self, spec: ActionSpec):
-        self.spec = spec
-        self.kind = spec.kind
-        self.dim = spec.dim
-        if spec.kind == "continuous":
-            low = np.asarray(spec.low, dtype=np.float64).reshape(spec.shape)
-            high = np.asarray(spec.high, dtype=np.float64).reshape(spec.shape)
-            self._bounded = np.isfinite(low) & np.isfinite(high)
-            self._low = np.where(self._bounded, low, -1.0)
-            self._high = np.where(self._bounded, high, 1.0)
-        if spec.kind == "multidiscrete":
-            self._offsets = np.concatenate([[0], np.cumsum(spec.nvec)[:-1]]).astype(np.int64)
-
-    def to_policy(self, actions: np.ndarray) -> np.ndarray:
-        """(..., *shape) stored actions -> policy space: int64 ids, or float32 in [-1, 1] for bounded dims."""
-        actions = np.asarray(actions)
-        if self.kind != "continuous":
-            return actions.astype(np.int64)
-        scale = np.where(self._high > self._low, self._high - self._low, 1.0)
-        unit = np.clip(2.0 * (actions - self._low) / scale - 1.0, -1.0, 1.0)
-        return np.where(self._bounded, unit, actions).astype(np.float32)
-
-    def features(self, actions: np.ndarray) -> np.ndarray:
-        """(..., *shape) stored actions -> (..., A) float32 rl2 features (one-hot ids, bits or [-1, 1] values)."""
-        actions = np.asarray(actions)
-        lead = actions.shape[: actions.ndim - len(self.spec.shape)]
-        if self.kind == "discrete":
-            return np.eye(self.dim, dtype=np.float32)[actions.astype(np.int64)]  # (..., A)
-        if self.kind == "multidiscrete":
-            out = np.zeros((*lead, self.dim), dtype=np.float32)  # (..., sum(nvec))
-            cols = actions.astype(np.int64) + self._offsets  # (..., k)
-            np.put_along_axis(out, cols, 1.0, axis=-1)
-            return out
-        if self.kind == "multibinary":
-            return actions.reshape(*lead, -1).astype(np.float32)
-        return self.to_policy(actions).reshape(*lead, -1)
-
-
-def window_to_batch(window: WindowBatch, spec: DataSpec, codec: ActionFeatures | None = None) -> Batch:
+def window_to_batch(window: WindowBatch, spec: DataSpec, codec: ActionCodec | None = None) -> Batch:
     """Build a torch Batch (CPU) from a store WindowBatch: policy-space actions and rl2 sequences."""
-    codec = codec or ActionFeatures(spec.action)
+    codec = codec or ActionCodec(spec.action)
     mask = np.asarray(window.mask, dtype=bool)  # (B, L)
     bsz, length = mask.shape
     rl2 = np.zeros((bsz, length + 1, spec.rl2_dim), dtype=np.float32)  # (B, L+1, 1+A)
     first = np.asarray(window.time[:, 0]) > 0  # (B,) windows that start after their episode's first step
     rl2[:, 0, 0] = np.where(first, window.prev_rewards, 0.0)
-    rl2[:, 0, 1:] = codec.features(window.prev_actions) * first[:, None]
+    rl2[:, 0, 1:] = codec.rl2_features(window.prev_actions) * first[:, None]
     step_mask = mask[..., None].astype(np.float32)  # (B, L, 1)
     rl2[:, 1:, 0] = np.where(mask, window.rewards, 0.0)
-    rl2[:, 1:, 1:] = codec.features(window.actions) * step_mask
-    actions = codec.to_policy(window.actions)
+    rl2[:, 1:, 1:] = codec.rl2_features(window.actions) * step_mask
+    actions = codec.to_unit(window.actions)
     if actions.dtype != np.int64:
         actions = actions * step_mask.reshape(bsz, length, *([1] * (actions.ndim - 2)))
     return Batch(

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from amago_pipe.data.batch import ActionFeatures, Batch, window_to_batch
+from amago_pipe.actions import ActionCodec
+from amago_pipe.data.batch import Batch, window_to_batch
 from amago_pipe.errors import DataError
 from amago_pipe.store import TrajectoryStore
 
@@ -68,7 +69,7 @@ class BatchLoader:
         """Index of the next batch handed out (the sampler state saved in checkpoints)."""
         self.pin_memory = pin_memory
         self.threaded = threaded
-        self.codec = ActionFeatures(store.spec.action)
+        self.codec = ActionCodec(store.spec.action)
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.prefetch)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from amago_pipe.actions import ActionCodec
 from amago_pipe.config.collect import parse_policy, policy_problem
-from amago_pipe.envs.actions import ActionCodec
 from amago_pipe.envs.protocol import RolloutPolicy
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.registry import import_path

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from amago_pipe.envs.actions import ActionCodec
+from amago_pipe.actions import ActionCodec
 from amago_pipe.errors import ConfigError
 from amago_pipe.spec import DataSpec, flatten_obs, from_spaces
 

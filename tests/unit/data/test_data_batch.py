@@ -7,9 +7,9 @@ import pytest
 import torch
 from unit.data.learning_data import make_spec, make_store
 
-from amago_pipe.data.batch import ActionFeatures, window_to_batch
+from amago_pipe.actions import ActionCodec
+from amago_pipe.data.batch import window_to_batch
 from amago_pipe.data.loader import BatchLoader, check_partitions
-from amago_pipe.envs.actions import ActionCodec
 from amago_pipe.errors import DataError
 from amago_pipe.spec import ActionSpec
 
@@ -24,7 +24,7 @@ from amago_pipe.spec import ActionSpec
     ],
     ids=lambda s: s.kind,
 )
-def test_action_features_agree_with_the_env_codec(spec: ActionSpec) -> None:
+def test_action_features_over_leading_axes_match_a_flat_batch(spec: ActionSpec) -> None:
     rng = np.random.default_rng(0)
     if spec.kind == "discrete":
         env_actions = rng.integers(0, spec.n, size=16)
@@ -34,12 +34,12 @@ def test_action_features_agree_with_the_env_codec(spec: ActionSpec) -> None:
         env_actions = rng.integers(0, 2, size=(16, 3))
     else:
         env_actions = rng.integers(0, np.array(spec.nvec), size=(16, 2))
-    ours, theirs = ActionFeatures(spec), ActionCodec(spec)
-    np.testing.assert_allclose(ours.features(env_actions), theirs.rl2_features(env_actions), atol=1e-6)
-    np.testing.assert_allclose(ours.to_policy(env_actions), theirs.to_unit(env_actions), atol=1e-6)
-    # leading (B, L) axes work the same as a flat batch
-    stacked = env_actions.reshape(4, 4, *env_actions.shape[1:])
-    np.testing.assert_allclose(ours.features(stacked).reshape(16, -1), theirs.rl2_features(env_actions), atol=1e-6)
+    codec = ActionCodec(spec)
+    stacked = env_actions.reshape(4, 4, *env_actions.shape[1:])  # (B, L, ...) like a training window
+    flat = codec.rl2_features(env_actions)  # (16, A)
+    assert flat.shape == (16, spec.dim)
+    np.testing.assert_allclose(codec.rl2_features(stacked).reshape(16, -1), flat, atol=1e-6)
+    np.testing.assert_allclose(codec.to_unit(stacked).reshape(env_actions.shape), codec.to_unit(env_actions))
 
 
 @pytest.mark.parametrize("kind", ["discrete", "continuous"])
@@ -47,7 +47,7 @@ def test_window_batch_rl2_is_previous_reward_and_action(tmp_path, kind: str) -> 
     store = make_store(tmp_path / "s.zarr", kind, episodes=6, lengths=(4, 12))
     window = store.sample(8, 10, rng=np.random.default_rng(1))
     batch = window_to_batch(window, store.spec)
-    codec = ActionFeatures(store.spec.action)
+    codec = ActionCodec(store.spec.action)
     assert batch.rl2.shape == (8, 11, store.spec.rl2_dim)
     assert batch.obs["observation"].shape == (8, 11, 3)
     assert batch.time.dtype == torch.int64 and batch.mask.dtype == torch.bool
@@ -56,7 +56,7 @@ def test_window_batch_rl2_is_previous_reward_and_action(tmp_path, kind: str) -> 
         # rl2 at t+1 = [r_t, features(a_t)] on valid steps, zeros after
         np.testing.assert_allclose(batch.rl2[b, 1 : valid + 1, 0].numpy(), window.rewards[b, :valid])
         np.testing.assert_allclose(
-            batch.rl2[b, 1 : valid + 1, 1:].numpy(), codec.features(window.actions[b, :valid]), atol=1e-6
+            batch.rl2[b, 1 : valid + 1, 1:].numpy(), codec.rl2_features(window.actions[b, :valid]), atol=1e-6
         )
         assert torch.all(batch.rl2[b, valid + 1 :] == 0)
         if window.time[b, 0] == 0:

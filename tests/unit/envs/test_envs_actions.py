@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from amago_pipe.envs.actions import ActionCodec
+from amago_pipe.actions import ActionCodec
 from amago_pipe.errors import DataError
 from amago_pipe.spec import ActionSpec
 

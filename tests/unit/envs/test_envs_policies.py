@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from amago_pipe.actions import ActionCodec
 from amago_pipe.config.envs import EnvConfig
-from amago_pipe.envs.actions import ActionCodec
 from amago_pipe.envs.policies import PolicyContext, add_noise, make_policy
 from amago_pipe.envs.vector import make_batched_env
 from amago_pipe.errors import ConfigError, DataError

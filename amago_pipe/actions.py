@@ -1,7 +1,7 @@
-"""Action conventions shared by policies, rollouts and data: [-1, 1] <-> Box bounds, and rl2 action features.
+"""Action conventions shared by policies, rollouts and training data: [-1, 1] <-> Box bounds, rl2 features.
 
 Policies act in "policy space": integer ids for discrete kinds, [-1, 1] for continuous; environments and stored
-episodes use "env space" (the Box bounds). numpy only: no torch, no gymnasium.
+episodes use "env space" (the Box bounds). Leaf module: numpy only (no torch, no gymnasium).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class ActionCodec:
         return np.where(self._bounded, env, actions).astype(np.float32)
 
     def to_unit(self, env_actions: np.ndarray) -> np.ndarray:
-        """Env-space batch (N, ...) -> policy space ([-1, 1] for bounded continuous dims)."""
+        """Env-space actions (..., *shape) -> policy space (int64 ids, or [-1, 1] for bounded continuous dims)."""
         env_actions = np.asarray(env_actions)
         if self.kind != "continuous":
             return env_actions.astype(np.int64)
@@ -48,21 +48,19 @@ class ActionCodec:
         return np.where(self._bounded, unit, env_actions).astype(np.float32)
 
     def rl2_features(self, env_actions: np.ndarray) -> np.ndarray:
-        """Env-space batch (N, ...) -> float32 features (N, A): one-hot ids, bits, or [-1, 1] values."""
+        """Env-space actions (..., *shape) -> float32 features (..., A): one-hot ids, bits, or [-1, 1] values."""
         env_actions = np.asarray(env_actions)
-        n = env_actions.shape[0]
+        lead = env_actions.shape[: env_actions.ndim - len(self.spec.shape)]
         if self.kind == "discrete":
-            out = np.zeros((n, self.dim), dtype=np.float32)  # (N, A)
-            out[np.arange(n), env_actions.reshape(n).astype(np.int64)] = 1.0
-            return out
+            return np.eye(self.dim, dtype=np.float32)[env_actions.astype(np.int64)]  # (..., A)
         if self.kind == "multidiscrete":
-            out = np.zeros((n, self.dim), dtype=np.float32)  # (N, sum(nvec))
-            cols = env_actions.reshape(n, -1).astype(np.int64) + self._offsets  # (N, k)
-            out[np.arange(n)[:, None], cols] = 1.0
+            out = np.zeros((*lead, self.dim), dtype=np.float32)  # (..., sum(nvec))
+            cols = env_actions.astype(np.int64) + self._offsets  # (..., k)
+            np.put_along_axis(out, cols, 1.0, axis=-1)
             return out
         if self.kind == "multibinary":
-            return env_actions.reshape(n, -1).astype(np.float32)
-        return self.to_unit(env_actions).reshape(n, -1)
+            return env_actions.reshape(*lead, -1).astype(np.float32)
+        return self.to_unit(env_actions).reshape(*lead, -1)
 
     def _checked(self, actions: np.ndarray) -> np.ndarray:
         """Validate a policy's batch: integer ids in range, or finite floats of the right shape."""
