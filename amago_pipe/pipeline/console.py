@@ -92,7 +92,7 @@ class RichReporter:
         )
 
     def progress_factory(self) -> Any:
-        if self.level < 0:
+        if self.level < 0 or not self.console.is_terminal:  # no live bars in logs and pipes
             return None
         console = self.console
 
