@@ -21,7 +21,7 @@ from amago_pipe.converters.minari_source import EXPORT_MARK, GOALS_INFO, META_PR
 from amago_pipe.converters.run import Progress
 
 from amago_pipe.errors import DataError, Interrupted
-from amago_pipe.spec import DEFAULT_OBS_KEY, KEY_SEP, ActionSpec, ArraySpec, DataSpec
+from amago_pipe.spec import DEFAULT_OBS_KEY, KEY_SEP, ActionSpec, ArraySpec, DataSpec, unflatten_obs
 
 if TYPE_CHECKING:
     from amago_pipe.store import Episode
@@ -107,20 +107,6 @@ def _action_space(action: ActionSpec, spaces: Any) -> Any:
     low = np.asarray(action.low, np.float32).reshape(action.shape) if action.low else -np.inf
     high = np.asarray(action.high, np.float32).reshape(action.shape) if action.high else np.inf
     return spaces.Box(low=low, high=high, shape=action.shape, dtype=np.float32)
-
-
-def nest_obs(flat: dict[str, np.ndarray]) -> Any:
-    """Nested dicts for Minari from '/'-joined keys (a lone `observation` key stays a plain array)."""
-    if set(flat) == {DEFAULT_OBS_KEY}:
-        return flat[DEFAULT_OBS_KEY]
-    tree: dict[str, Any] = {}
-    for key, value in flat.items():
-        node = tree
-        *parents, leaf = key.split(KEY_SEP)
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return tree
 
 
 def _check_id(dataset_id: str) -> None:
@@ -230,7 +216,7 @@ def _write(
 def _buffer(episode: Episode, buffer_cls: Any) -> Any:
     infos = {GOALS_INFO: dict(episode.goals)} if episode.goals else None
     return buffer_cls(
-        observations=nest_obs(episode.obs),
+        observations=unflatten_obs(episode.obs),
         actions=np.asarray(episode.actions),
         rewards=np.asarray(episode.rewards),
         terminations=np.asarray(episode.terminated, dtype=bool),

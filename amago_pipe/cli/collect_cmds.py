@@ -10,20 +10,8 @@ from typing import Any
 
 import click
 
-from amago_pipe.cli.common import Verbosity, console
+from amago_pipe.cli.common import Verbosity, console, parse_key_values
 from amago_pipe.errors import ConfigError
-
-
-def _parse_env_kwargs(items: tuple[str, ...]) -> dict[str, Any]:
-    import yaml
-
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--env-kwarg: '{item}' is not KEY=VALUE (e.g. --env-kwarg render_mode=rgb_array)")
-        out[key] = yaml.safe_load(value)
-    return out
 
 
 def build_config(data: dict[str, Any]) -> Any:
@@ -101,7 +89,7 @@ def collect(
         raise ConfigError("collect: give exactly one output: --store PATH (with --partition) or --minari-id NS/NAME-v0")
     env = {"id": env_id, "n_envs": n_envs, "mode": mode, "max_episode_steps": max_episode_steps}
     if env_kwargs:
-        env["kwargs"] = _parse_env_kwargs(env_kwargs)
+        env["kwargs"] = parse_key_values(env_kwargs, "--env-kwarg", "render_mode=rgb_array")
     data: dict[str, Any] = {
         "env": env,
         "policies": [{"policy": policy, "episodes": episodes, "noise": noise}],

@@ -26,6 +26,20 @@ def console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
+def parse_key_values(items: tuple[str, ...], option: str, example: str) -> dict[str, Any]:
+    """`KEY=VALUE` option values into a dict (values read as YAML); ConfigError names the option."""
+    from amago_pipe.config.yaml_io import parse_scalar
+    from amago_pipe.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{option}: '{item}' is not KEY=VALUE (e.g. {option} {example})")
+        out[key] = parse_scalar(value)
+    return out
+
+
 def error_exit(message: str, code: int) -> None:
     """Print `error: message` (each extra line indented) to stderr and exit with `code`."""
     lines = message.splitlines() or [message]

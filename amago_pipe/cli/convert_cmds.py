@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from amago_pipe.cli.common import Verbosity, console
+from amago_pipe.cli.common import Verbosity, console, parse_key_values
 from amago_pipe.errors import ConfigError
 
 
@@ -35,19 +35,6 @@ def parse_episodes(value: str | None) -> int | list[int] | None:
         return [int(start or 0), int(stop)] if sep else int(value)
     except ValueError as e:
         raise ConfigError(f"--episodes: '{value}' is not N or START:STOP (e.g. --episodes 100 or 0:100)") from e
-
-
-def parse_filters(items: tuple[str, ...]) -> dict[str, Any]:
-    """`--filter min_return=10 --filter metadata.seed=3` (values parsed as YAML)."""
-    import yaml
-
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--filter: '{item}' is not KEY=VALUE (e.g. --filter min_length=10)")
-        out[key] = yaml.safe_load(value)
-    return out
 
 
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -178,7 +165,7 @@ def _run(obj: Verbosity | None, data: dict[str, Any], opts: dict[str, Any]) -> N
     data.update(
         partition=opts["partition"],
         episodes=parse_episodes(opts["episodes"]),
-        filters=parse_filters(opts["filters"]),
+        filters=parse_key_values(opts["filters"], "--filter", "min_length=10"),
         info_keys=list(opts["info_keys"]),
         allow_nonfinite=opts["allow_nonfinite"],
         env_name=opts["env_name"],
