@@ -14,24 +14,16 @@ from typing import Any
 import numpy as np
 
 from amago_pipe.spec import flatten_obs
+from amago_pipe.store import Episode
 
 END_KINDS = ("terminal", "timeout", "both", "none")
 
 
 @dataclass
-class TrueEpisode:
-    """What a synthetic episode holds: T+1 observations (by flattened key), T actions and per-step flags."""
+class TrueEpisode(Episode):
+    """A store Episode plus the per-step D4RL `infos/*` arrays (T+1 rows) a synthetic source also wrote."""
 
-    obs: dict[str, np.ndarray]
-    actions: np.ndarray
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
     infos: dict[str, np.ndarray] = field(default_factory=dict)
-
-    @property
-    def length(self) -> int:
-        return len(self.rewards)
 
 
 def _flags(length: int, end: str) -> tuple[np.ndarray, np.ndarray]:
