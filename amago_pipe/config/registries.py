@@ -57,6 +57,8 @@ _BUILTIN: dict[Registry[Any], dict[str, str]] = {
         "scripted": "amago_pipe.envs.policies:scripted_policy",
         "cartpole-pd": "amago_pipe.envs.scripted:cartpole_pd_policy",
         "pendulum-energy": "amago_pipe.envs.scripted:pendulum_energy_policy",
+        "tmaze-walker": "amago_pipe.envs.builtin.behaviour:tmaze_walker_policy",
+        "key-door-explorer": "amago_pipe.envs.builtin.behaviour:key_door_explorer_policy",
         "checkpoint": "amago_pipe.train.policy_loading:checkpoint_policy",
     },
 }

@@ -14,6 +14,9 @@ from amago_pipe.config.envs import EnvConfig
 from amago_pipe.errors import ConfigError
 from amago_pipe.registry import import_path
 
+BUILTIN_NAMESPACE = "amago_pipe"
+"""Ids `amago_pipe/...` are the built-in envs of `amago_pipe.envs.builtin`, registered on first use."""
+
 
 @dataclass(frozen=True)
 class EnvFactory:
@@ -63,6 +66,14 @@ class EnvFactory:
         extra: dict[str, Any] = {}
         if self.max_episode_steps is not None:
             extra["max_episode_steps"] = self.max_episode_steps
+        if env_id.startswith(f"{BUILTIN_NAMESPACE}/"):
+            from amago_pipe.envs.builtin import register_builtin_envs
+
+            register_builtin_envs()  # idempotent
+        elif env_id.startswith("popgym/"):
+            from amago_pipe.envs.popgym import register_popgym_envs
+
+            register_popgym_envs()  # idempotent; MissingDependencyError with the install hint without popgym
         try:
             return gym.make(env_id, **self.kwargs, **extra)
         except gym.error.Error as e:  # unknown id, missing namespace, bad version
@@ -71,7 +82,7 @@ class EnvFactory:
                 "package that registers it (or use `factory: package.module:function`)",
                 path=f"{self.where}.id",
             ) from e
-        except TypeError as e:
+        except (TypeError, ValueError) as e:
             raise ConfigError(
                 f"{self.where}.kwargs: gymnasium env '{env_id}' rejected kwargs {sorted(self.kwargs)} ({e})",
                 path=f"{self.where}.kwargs",
