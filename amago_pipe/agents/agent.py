@@ -8,11 +8,13 @@ data action's Q is computed once for every gamma. Pure torch + nets; no stores, 
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
+from torch.distributions import Categorical, Distribution
 from torch.func import functional_call
 
 from amago_pipe.agents.losses import (
@@ -21,8 +23,8 @@ from amago_pipe.agents.losses import (
     bc_filter,
     critic_loss,
     masked_mean,
+    nstep_td_targets,
     polyak_update,
-    td_targets,
 )
 from amago_pipe.agents.popart import PopArt
 from amago_pipe.config.nets import ModelConfig
@@ -30,9 +32,13 @@ from amago_pipe.config.train import AgentConfig
 from amago_pipe.data.batch import Batch
 from amago_pipe.errors import DataError
 from amago_pipe.nets.build import build_actor_head, build_critic_head, build_sequence_model
-from amago_pipe.spec import DataSpec, describe_action
+from amago_pipe.nets.heads import action_features, enumerate_actions
+from amago_pipe.spec import ActionSpec, DataSpec, describe_action
 
-SUPPORTED_ACTIONS = ("discrete", "continuous")
+SUPPORTED_ACTIONS = ("discrete", "continuous", "multibinary", "multidiscrete")
+EXACT_MAX_ACTIONS = 32
+"""Action-input critics of discrete kinds with at most this many joint actions take exact expectations over every
+action (a no-grad critic pass over B*L*M rows); larger spaces use a score-function estimate."""
 DATA_ACTION_CLIP = 0.999
 """Continuous data actions are clipped to +-this for log-likelihoods (tanh's inverse is infinite at +-1)."""
 
@@ -61,6 +67,10 @@ class Agent(nn.Module):
     """Sequence model + actor (G distributions) + K-critic ensemble + PopArt + Polyak targets."""
 
     gammas: torch.Tensor
+    action_table: torch.Tensor
+    """(M, ...) every joint action of a small discrete-kind space (empty otherwise)."""
+    candidates: torch.Tensor
+    """(M, A) their critic input features."""
 
     def __init__(self, spec: DataSpec, model_cfg: ModelConfig, cfg: AgentConfig, *, max_seq_len: int):
         super().__init__()
@@ -70,12 +80,21 @@ class Agent(nn.Module):
                 f"(supported: {', '.join(SUPPORTED_ACTIONS)})"
             )
         self.cfg, self.spec = cfg, spec
-        self.discrete = spec.action.kind == "discrete"
         gammas = cfg.all_gammas
         self.model = build_sequence_model(model_cfg, spec, max_seq_len + 1)
         d = self.model.out_dim
         self.actor = build_actor_head(cfg.actor, d, spec.action, len(gammas))
         self.critic = build_critic_head(cfg.critic, d, spec.action, len(gammas))
+        self.discrete = self.critic.discrete  # Q of every action from one pass (not with discrete_as_continuous)
+        kind = spec.action.kind
+        self.enumerated = (
+            kind != "continuous" and not self.discrete and _joint_actions(spec.action) <= EXACT_MAX_ACTIONS
+        )
+        table = enumerate_actions(spec.action) if self.enumerated else torch.zeros(0, dtype=torch.int64)
+        table = table.float() if kind == "multibinary" else table  # Bernoulli.log_prob takes floats
+        self.register_buffer("action_table", table, persistent=False)  # (M, ...) every joint action
+        feats = action_features(spec.action, table) if self.enumerated else torch.zeros(0, spec.action.dim)
+        self.register_buffer("candidates", feats, persistent=False)  # (M, A) their critic inputs
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.popart = PopArt(len(gammas), beta=cfg.popart_beta, enabled=cfg.popart)
@@ -86,7 +105,10 @@ class Agent(nn.Module):
     def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Total loss of one batch and detached metrics."""
         states, _ = self.model(batch.obs, batch.rl2, batch.time)  # (B, L+1, D)
-        t = self.discrete_terms(states, batch) if self.discrete else self.continuous_terms(states, batch)
+        terms = (
+            self.discrete_terms if self.discrete else self.enumerated_terms if self.enumerated else self.sampled_terms
+        )
+        t = terms(states, batch)
         loss_critic = self.critic_objective(t.critic_out, t.targets, batch.mask)
         advantage = t.q_data.mean(2) - t.v_pi  # (B, L, G)
         cfg = self.cfg
@@ -123,45 +145,106 @@ class Agent(nn.Module):
         q_all = self.values(out.detach(), axis=-2, detach=True)  # (K, B, L, G, A)
         q_pi = (q_all * dist.probs).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G): gradient into the actor
         q_data = q_all.gather(-1, ids).squeeze(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
-        logp = dist.log_prob(batch.actions[..., None].expand(bsz, length, len(self.gammas)))  # (B, L, G)
+        logp = dist.log_prob(self._data_actions(batch.actions))  # (B, L, G)
         return Terms(critic_out, targets, q_data, q_pi, q_pi.detach().mean(2), logp, dist.entropy())
 
-    def continuous_terms(self, states: torch.Tensor, batch: Batch) -> Terms:
-        """Continuous actions: reparameterised policy gradient through a frozen view of the critics."""
+    def enumerated_terms(self, states: torch.Tensor, batch: Batch) -> Terms:
+        """Discrete kinds with action-input critics and few joint actions: exact expectations over all M of them."""
         s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
-        bsz, length = batch.mask.shape
-        g = len(self.gammas)
+        with torch.no_grad():
+            next_actor = self.target_actor if self.cfg.use_target_actor else self.actor
+            probs_next = self._joint_probs(next_actor(s_next))  # (B, L, G, M)
+            q_next = self.values(self.target_critic.forward_candidates(s_next, self.candidates), raw=True, axis=-2)
+            v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
+            targets = self.targets(batch, v_next)  # (B, L, G)
+        critic_out = self.critic(s, self._features(batch.actions))  # (K, B, L, G[, N])
+        dist = self.actor(s)  # batch (B, L, G)
+        with torch.no_grad():
+            q_all = self.values(self.critic.forward_candidates(s, self.candidates), axis=-2)  # (K, B, L, G, M)
+            q_data = self.values(critic_out).permute(1, 2, 0, 3)  # (B, L, K, G)
+        q_pi = (q_all * self._joint_probs(dist)).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G): gradient into the actor
+        logp = dist.log_prob(self._data_actions(batch.actions))  # (B, L, G)
+        return Terms(critic_out, targets, q_data, q_pi, q_pi.detach().mean(2), logp, dist.entropy())
+
+    def sampled_terms(self, states: torch.Tensor, batch: Batch) -> Terms:
+        """Action-input critics at sampled actions: reparameterised policy gradient through a frozen view of the
+        critics (continuous), or a score-function estimate (discrete kinds with too many joint actions)."""
+        s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
         with torch.no_grad():
             next_dist = (self.target_actor if self.cfg.use_target_actor else self.actor)(s_next)
             v_next = torch.stack(
                 [
-                    self.values(self.target_critic(s_next, next_dist.sample()), raw=True)
+                    self.values(self.target_critic(s_next, self._features(next_dist.sample())), raw=True)
                     for _ in range(self.cfg.target_samples)
                 ]
             ).mean(0)  # (K, B, L, G)
             targets = self.targets(batch, v_next.permute(1, 2, 0, 3))  # (B, L, G)
-        critic_out = self.critic(s, batch.actions)  # (K, B, L, G[, N]): one data action shared by all gammas
+        critic_out = self.critic(s, self._features(batch.actions))  # (K, B, L, G[, N]): shared by all gammas
         dist = self.actor(s)  # batch (B, L, G), event (A,)
-        a_pi = dist.rsample()  # (B, L, G, A)
-        q_pi = self.values(self.frozen_critic(s.detach(), a_pi), detach=True).permute(1, 2, 0, 3)  # (B, L, K, G)
+        if dist.has_rsample:
+            a_pi = dist.rsample()  # (B, L, G, A)
+            q_pi = self.values(self.frozen_critic(s.detach(), a_pi), detach=True).permute(1, 2, 0, 3)  # (B, L, K, G)
+            with torch.no_grad():
+                extra = [self.values(self.critic(s, dist.sample())).mean(0) for _ in range(self.cfg.value_samples - 1)]
+                v_pi = torch.stack([q_pi.mean(2), *extra]).mean(0)  # (B, L, G)
+            entropy = -dist.log_prob(a_pi.detach())  # (B, L, G)
+        else:
+            q_pi, v_pi = self.score_function_q(s.detach(), dist)
+            entropy = dist.entropy()
         with torch.no_grad():
             q_data = self.values(critic_out).permute(1, 2, 0, 3)  # (B, L, K, G)
-            extra = [
-                self.values(self.critic(s.detach(), dist.sample())).mean(0) for _ in range(self.cfg.value_samples - 1)
-            ]
-            v_pi = torch.stack([q_pi.mean(2), *extra]).mean(0)  # (B, L, G)
-        a_data = batch.actions.clamp(-DATA_ACTION_CLIP, DATA_ACTION_CLIP)[:, :, None].expand(bsz, length, g, -1)
-        logp = dist.log_prob(a_data)  # (B, L, G)
-        return Terms(critic_out, targets, q_data, q_pi, v_pi.detach(), logp, -dist.log_prob(a_pi.detach()))
+        logp = dist.log_prob(self._data_actions(batch.actions))  # (B, L, G)
+        return Terms(critic_out, targets, q_data, q_pi, v_pi.detach(), logp, entropy)
+
+    def score_function_q(self, states: torch.Tensor, dist: Distribution) -> tuple[torch.Tensor, torch.Tensor]:
+        """Q(s, a~pi) (B, L, K, G) carrying a score-function policy gradient, and E_pi Q (B, L, G).
+
+        S = max(2, value_samples) samples with a leave-one-out baseline (RLOO): the forward value is
+        mean_s Q(s, a_s); the gradient is mean_s (Q(s, a_s) - mean_{j!=s} Q(s, a_j)) grad log pi(a_s|s) (unbiased).
+        The critics get no gradient.
+        """
+        n = max(2, self.cfg.value_samples)
+        actions = dist.sample((n,))  # (S, B, L, G[, k])
+        with torch.no_grad():
+            q = torch.stack([self.values(self.critic(states, self._features(a))) for a in actions])  # (S, K, B, L, G)
+            q = q.permute(0, 2, 3, 1, 4)  # (S, B, L, K, G)
+            baseline = (q.sum(0, keepdim=True) - q) / (n - 1)  # (S, B, L, K, G) leave-one-out
+        logp = dist.log_prob(actions)[:, :, :, None]  # (S, B, L, 1, G)
+        q_pi = (q + (q - baseline) * (logp - logp.detach())).mean(0)  # (B, L, K, G)
+        return q_pi, q.mean((0, 3))
+
+    def _features(self, actions: torch.Tensor) -> torch.Tensor:
+        """Policy-space actions -> the critic's input features (one-hots, bits or values)."""
+        return action_features(self.spec.action, actions)
+
+    def _data_actions(self, actions: torch.Tensor) -> torch.Tensor:
+        """Data actions for `log_prob`, one copy per gamma: ids (B, L, G[, k]), bits or clipped values (B, L, G, A)."""
+        kind = self.spec.action.kind
+        if kind != "discrete":
+            actions = actions.flatten(2)  # (B, L, A) or (B, L, k)
+        if kind == "continuous":  # tanh's inverse is infinite at +-1
+            actions = actions.clamp(-DATA_ACTION_CLIP, DATA_ACTION_CLIP)
+        elif kind == "multibinary":
+            actions = actions.float()
+        return actions.unsqueeze(2).expand(*actions.shape[:2], len(self.gammas), *actions.shape[2:])
+
+    def _joint_probs(self, dist: Distribution) -> torch.Tensor:
+        """(B, L, G, M) probabilities of the enumerated joint actions `self.action_table`."""
+        if isinstance(dist, Categorical):
+            return dist.probs  # the table is arange(n)
+        table = self.action_table.reshape(-1, 1, 1, 1, *self.action_table.shape[1:])  # (M, 1, 1, 1[, k])
+        return dist.log_prob(table).exp().permute(1, 2, 3, 0)
 
     # ---- named pieces shared with `multitask` ---------------------------------------------------
     def targets(self, batch: Batch, next_values: torch.Tensor) -> torch.Tensor:
         """TD targets (B, L, G) from raw next values (B, L, K, G); folds them into PopArt's statistics."""
-        targets = td_targets(
+        targets = nstep_td_targets(
             batch.rewards * self.cfg.reward_multiplier,
             batch.terminated,
+            batch.mask,
             next_values,
             self.gammas,
+            n=self.cfg.n_step,
             num_td=self.cfg.num_critics_td,
             reduce=self.td_reduce,
         )
@@ -197,13 +280,10 @@ class Agent(nn.Module):
 
     # ---- acting ---------------------------------------------------------------------------------
     def act(self, states: torch.Tensor, *, greedy: bool) -> torch.Tensor:
-        """Actions of the acting gamma (the last) for states (N, D): ids (N,) or values in [-1, 1] (N, A)."""
+        """Actions of the acting gamma (the last) for states (N, D): ids (N,) / (N, k), bits or values in [-1, 1]."""
         dist = self.actor(states[:, None])  # batch (N, 1, G)
-        if self.discrete:
-            a = dist.probs.argmax(-1) if greedy else dist.sample()  # (N, 1, G)
-        else:
-            a = dist.mode if greedy else dist.sample()  # (N, 1, G, A)
-        return a[:, 0, -1]
+        a = dist.mode if greedy else dist.sample()  # (N, 1, G[, A])
+        return a[:, 0, -1].reshape(-1, *self.spec.action.shape)  # (N, *action shape)
 
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
         """The weights needed to act: sequence model and actor."""
@@ -224,3 +304,12 @@ class Agent(nn.Module):
                 "popart_mu": self.popart.mu[-1].float(),
                 "popart_sigma": self.popart.sigma[-1].float(),
             }
+
+
+def _joint_actions(action: ActionSpec) -> int:
+    """Number of joint actions of a discrete kind."""
+    if action.kind == "multidiscrete":
+        return math.prod(action.nvec)
+    if action.kind == "multibinary":
+        return 2**action.dim
+    return action.n

@@ -1,6 +1,6 @@
 """The named pieces of the actor-critic updates, shared by `agent` and `multitask`.
 
-`td_targets`, `critic_loss` / `critic_loss_bins`, `actor_loss`, the behaviour-cloning filters, masked
+`td_targets` / `nstep_td_targets`, `critic_loss` / `critic_loss_bins`, `actor_loss`, the behaviour-cloning filters, masked
 means and Polyak averaging. Shapes: B batch, L steps, K critics, G discount factors, A action features.
 Pure torch; must not import stores, YAML, pipelines or envs.
 """
@@ -43,6 +43,60 @@ def td_targets(
     idx = torch.randint(0, k, (bsz, length, num_td, g), device=next_values.device, generator=generator)
     drawn = torch.take_along_dim(ensemble, idx, dim=2)  # (B, L, num_td, G)
     return drawn.min(dim=2).values if reduce == "min" else drawn.mean(dim=2)  # (B, L, G)
+
+
+def nstep_td_targets(
+    rewards: torch.Tensor,
+    terminated: torch.Tensor,
+    mask: torch.Tensor,
+    next_values: torch.Tensor,
+    gammas: torch.Tensor,
+    *,
+    n: int,
+    num_td: int,
+    reduce: str,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """`y_t = sum_{i<m} gamma^i r_{t+i} + gamma^m (1 - term_{t+m-1}) Q_k(s_{t+m}, .)`, reduced as in `td_targets`.
+
+    m = min(n, steps up to and including the first terminated step, up to the first padded step, or to the window
+    end): bootstrapping stops at a terminal; a padded step or the window end (truncation, or a window cut
+    mid-episode) bootstraps from the last valid next value `next_values[t+m-1]`. Step t itself always counts, so
+    n=1 equals `td_targets` exactly (padded t included). rewards (B, L) (already scaled), terminated and mask
+    (B, L) bool, next_values (B, L, K, G) raw-scale values of s_{t+1}, gammas (G,). Returns (B, L, G).
+    """
+    if n < 1:
+        raise ValueError(f"nstep_td_targets: n must be at least 1, got {n}")
+    bsz, length, k, g = next_values.shape
+    dtype, gammas = next_values.dtype, gammas.to(next_values.dtype)
+    steps = torch.arange(length, device=rewards.device).expand(bsz, length)  # (B, L)
+    last = steps.clone()  # (B, L) index of the last step summed
+    stopped = torch.zeros_like(mask)  # (B, L) a terminal or a padded step was reached
+    ret = torch.zeros(bsz, length, g, dtype=dtype, device=rewards.device)  # (B, L, G)
+    discount = torch.ones(bsz, length, g, dtype=dtype, device=rewards.device)  # (B, L, G) gamma^m
+    power = torch.ones_like(gammas)  # (G,) gamma^i
+    for i in range(min(n, length)):
+        if i > 0:
+            stopped = stopped | ~_shift(mask, i, False)
+        take = ~stopped  # (B, L)
+        ret = ret + take[..., None].to(dtype) * power * _shift(rewards, i, 0.0)[..., None].to(dtype)
+        last = torch.where(take, steps + i, last)
+        discount = torch.where(take[..., None], power * gammas, discount)
+        stopped = stopped | _shift(terminated, i, False)
+        power = power * gammas
+    cont = (~terminated.gather(1, last)).to(dtype)[..., None, None]  # (B, L, 1, 1)
+    boot = next_values.gather(1, last[..., None, None].expand(bsz, length, k, g))  # (B, L, K, G)
+    ensemble = ret[:, :, None] + discount[:, :, None] * cont * boot  # (B, L, K, G)
+    idx = torch.randint(0, k, (bsz, length, num_td, g), device=next_values.device, generator=generator)
+    drawn = torch.take_along_dim(ensemble, idx, dim=2)  # (B, L, num_td, G)
+    return drawn.min(dim=2).values if reduce == "min" else drawn.mean(dim=2)  # (B, L, G)
+
+
+def _shift(x: torch.Tensor, i: int, fill: float | bool) -> torch.Tensor:
+    """`x[:, t + i]` at step t, `fill` past the window end: (B, L) -> (B, L)."""
+    if i == 0:
+        return x
+    return torch.cat([x[:, i:], torch.full_like(x[:, :i], fill)], dim=1)
 
 
 def critic_loss(q_norm: torch.Tensor, target_norm: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -278,15 +278,17 @@ class ActorHeadConfig:
     """Activation of the hidden layers."""
     dropout: float = 0.0
     """Dropout after each hidden layer."""
-    continuous_dist: Literal["tanh_gaussian", "beta"] = "tanh_gaussian"
-    """Distribution of continuous actions (in [-1, 1]): tanh-squashed Gaussian or a scaled Beta."""
+    continuous_dist: Literal["tanh_gaussian", "beta", "gmm"] = "tanh_gaussian"
+    """Distribution of continuous actions (in [-1, 1]): tanh-squashed Gaussian, scaled Beta, or tanh-squashed Gaussian mixture."""
+    gmm_components: int = 5
+    """Mixture components of the `gmm` distribution."""
     log_std_min: float = -5.0
-    """Lowest log standard deviation of the tanh-Gaussian."""
+    """Lowest log standard deviation of the tanh-Gaussian (and of each `gmm` component)."""
     log_std_max: float = 2.0
-    """Highest log standard deviation of the tanh-Gaussian."""
+    """Highest log standard deviation of the tanh-Gaussian (and of each `gmm` component)."""
 
     def __post_init__(self) -> None:
-        _positive(self, "d_hidden", "n_layers")
+        _positive(self, "d_hidden", "n_layers", "gmm_components")
         _probability(self, "dropout")
         if self.log_std_min >= self.log_std_max:
             raise FieldError("log_std_min", f"must be below log_std_max ({self.log_std_min} >= {self.log_std_max})")
@@ -312,6 +314,8 @@ class CriticHeadConfig:
     """Lowest bin centre, in symlog space."""
     symlog_high: float = 20.0
     """Highest bin centre, in symlog space."""
+    discrete_as_continuous: bool = False
+    """Discrete actions only: take the one-hot action as an input and output one value (AMAGO-2) instead of Q of every action."""
 
     def __post_init__(self) -> None:
         _positive(self, "num_critics", "d_hidden", "n_layers")

@@ -1,28 +1,99 @@
-"""Actor heads (one action distribution per discount factor) and the fused ensemble of K critics.
-Pure torch; must not import stores, YAML or pipelines.
+"""Actor heads (one action distribution per discount factor), the fused ensemble of K critics, and the
+action features (one-hots, bits, values) that action-input critics take. Pure torch; must not import stores,
+YAML or pipelines.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.distributions import Distribution
 
 from amago_pipe.config.nets import ActorHeadConfig, CriticHeadConfig
 from amago_pipe.errors import ConfigError
 from amago_pipe.nets.bins import SymlogBins
-from amago_pipe.nets.distributions import categorical, multi_binary, scaled_beta, tanh_gaussian
+from amago_pipe.nets.distributions import (
+    categorical,
+    gmm_params_per_action,
+    multi_binary,
+    multi_categorical,
+    scaled_beta,
+    tanh_gaussian,
+    tanh_gmm,
+)
 from amago_pipe.nets.layers import activation, mlp
 from amago_pipe.spec import ActionSpec, describe_action
 
+SUPPORTED_KINDS = ("discrete", "continuous", "multibinary", "multidiscrete")
+MAX_ENUMERATED_ACTIONS = 4096
+"""`enumerate_actions` refuses action spaces with more joint actions than this."""
+
 
 def _check_action_kind(action: ActionSpec, what: str) -> None:
-    if action.kind not in ("discrete", "continuous", "multibinary"):
+    if action.kind not in SUPPORTED_KINDS:
         raise ConfigError(
-            f"{what}: {describe_action(action)} actions are not supported (supported: discrete, continuous, multibinary)"
+            f"{what}: {describe_action(action)} actions are not supported (supported: {', '.join(SUPPORTED_KINDS)})"
         )
+
+
+def action_features(action: ActionSpec, actions: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Actions in policy space -> the critic's input features `(..., action.dim)`.
+
+    discrete ids `(...)` -> one-hot `(..., n)`; multidiscrete ids `(..., k)` -> concatenated one-hots
+    `(..., sum(nvec))`; multibinary 0/1 and continuous values `(..., *shape)` or already flat `(..., A)` are
+    flattened to `(..., A)` as `dtype`.
+    """
+    if action.kind == "discrete":
+        return F.one_hot(actions.long(), action.n).to(dtype)  # (..., n)
+    if action.kind == "multidiscrete":
+        _check_trailing(action, actions, (len(action.nvec),))
+        ids = actions.long().unbind(-1)  # k tensors (...)
+        return torch.cat([F.one_hot(i, n) for i, n in zip(ids, action.nvec, strict=True)], dim=-1).to(dtype)
+    shape = action.shape or (1,)
+    if _ends_in(actions, shape):
+        return actions.flatten(-len(shape)).to(dtype)  # (..., A)
+    _check_trailing(action, actions, (action.dim,))  # already flat, as the actor's samples are
+    return actions.to(dtype)  # (..., A)
+
+
+def _ends_in(actions: torch.Tensor, shape: tuple[int, ...]) -> bool:
+    return actions.dim() >= len(shape) and tuple(actions.shape[-len(shape) :]) == shape
+
+
+def _check_trailing(action: ActionSpec, actions: torch.Tensor, shape: tuple[int, ...]) -> None:
+    if not _ends_in(actions, shape):
+        raise ValueError(
+            f"action_features: {describe_action(action)} actions must end in shape {shape}, got {tuple(actions.shape)}"
+        )
+
+
+def enumerate_actions(action: ActionSpec) -> torch.Tensor:
+    """Every joint action in policy space: ids `(M,)` (discrete), ids `(M, k)` (multidiscrete) or bits `(M, *shape)`.
+
+    Feed `action_features(action, table)` to `CriticEnsemble.forward_candidates` for Q of every action.
+    Continuous spaces and spaces with more than `MAX_ENUMERATED_ACTIONS` joint actions raise ValueError.
+    """
+    if action.kind == "discrete":
+        sizes: tuple[int, ...] = (action.n,)
+    elif action.kind == "multidiscrete":
+        sizes = action.nvec
+    elif action.kind == "multibinary":
+        sizes = (2,) * action.dim
+    else:
+        raise ValueError(f"enumerate_actions: {describe_action(action)} actions cannot be enumerated")
+    if math.prod(sizes) > MAX_ENUMERATED_ACTIONS:
+        raise ValueError(
+            f"enumerate_actions: {describe_action(action)} has {math.prod(sizes)} joint actions "
+            f"(more than {MAX_ENUMERATED_ACTIONS}); use sampled actions instead"
+        )
+    table = torch.tensor(list(itertools.product(*(range(n) for n in sizes))), dtype=torch.int64)  # (M, k)
+    if action.kind == "multibinary":
+        return table.reshape(-1, *action.shape)  # (M, *shape)
+    return table[:, 0] if action.kind == "discrete" else table
 
 
 class ActorHead(nn.Module):
@@ -35,10 +106,12 @@ class ActorHead(nn.Module):
         super().__init__()
         _check_action_kind(action, "actor head")
         self.action, self.num_gammas, self.cfg = action, num_gammas, cfg
-        if action.kind == "continuous":
+        if action.kind == "continuous" and cfg.continuous_dist == "gmm":
+            self.params_per_gamma = gmm_params_per_action(action.dim, cfg.gmm_components)
+        elif action.kind == "continuous":
             self.params_per_gamma = 2 * action.dim
         else:
-            self.params_per_gamma = action.dim  # logits (discrete: n, multibinary: A)
+            self.params_per_gamma = action.dim  # logits (discrete: n, multibinary: A, multidiscrete: sum(nvec))
         self.net = mlp(
             d_state,
             cfg.d_hidden,
@@ -54,8 +127,12 @@ class ActorHead(nn.Module):
             return categorical(params)
         if self.action.kind == "multibinary":
             return multi_binary(params)
+        if self.action.kind == "multidiscrete":
+            return multi_categorical(params, self.action.nvec)
         if self.cfg.continuous_dist == "beta":
             return scaled_beta(params)
+        if self.cfg.continuous_dist == "gmm":
+            return tanh_gmm(params, self.cfg.gmm_components, self.cfg.log_std_min, self.cfg.log_std_max)
         return tanh_gaussian(params, self.cfg.log_std_min, self.cfg.log_std_max)
 
 
@@ -67,10 +144,11 @@ def _grouped_uniform(shape: tuple[int, ...], fan_in: int) -> nn.Parameter:
 class CriticEnsemble(nn.Module):
     """K critics x G discount factors, fused.
 
-    Continuous / multi-binary: `forward(state (B, L, D), action)` with `action (B, L, A)` shared by every
-    gamma or `(B, L, G, A)` one per gamma -> `(K, B, L, G)` values, or `(K, B, L, G, bins)` logits.
-    Discrete: `forward(state)` -> `(K, B, L, G, A)` values (Q of every action), or `(K, B, L, G, A, bins)`.
-    Outputs are float32 even under autocast.
+    Action-input critics (continuous, multibinary, multidiscrete, and discrete with `discrete_as_continuous`):
+    `forward(state (B, L, D), action)` with `action_features` `(B, L, A)` shared by every gamma or
+    `(B, L, G, A)` one per gamma -> `(K, B, L, G)` values, or `(K, B, L, G, bins)` logits; `forward_candidates`
+    evaluates M candidate actions at once. Discrete (`self.discrete`): `forward(state)` -> `(K, B, L, G, A)`
+    values (Q of every action), or `(K, B, L, G, A, bins)`. Outputs are float32 even under autocast.
 
     All K critics run as batched matmuls (no Python loop). The first layer splits
     `W [s; a] = W_s s + W_a a`: the state part is computed once for all G per-gamma actions, and an
@@ -82,7 +160,8 @@ class CriticEnsemble(nn.Module):
         _check_action_kind(action, "critic head")
         K, H, G = cfg.num_critics, cfg.d_hidden, num_gammas
         self.num_critics, self.d_hidden, self.num_gammas = K, H, G
-        self.discrete = action.kind == "discrete"
+        self.discrete = action.kind == "discrete" and not cfg.discrete_as_continuous
+        """True when `forward(state)` outputs Q of every action; False when the action is an input."""
         self.action_dim = action.dim
         self.bins = SymlogBins(cfg.num_bins, cfg.symlog_low, cfg.symlog_high) if cfg.output == "bins" else None
         self.out_shape: tuple[int, ...] = ((self.action_dim,) if self.discrete else ()) + (
@@ -121,7 +200,7 @@ class CriticEnsemble(nn.Module):
 
     def _action_part(self, action: torch.Tensor | None, B: int, L: int) -> torch.Tensor:
         if action is None or self.in_action_w is None:
-            raise ValueError("critic head: continuous and multi-binary critics need an action input")
+            raise ValueError("critic head: action-input critics need an action input (see `action_features`)")
         if action.shape[:2] != (B, L) or action.shape[-1] != self.action_dim or action.dim() not in (3, 4):
             raise ValueError(
                 f"critic head: action must be (B, L, A) or (B, L, G, A) with A={self.action_dim}, "
@@ -129,6 +208,30 @@ class CriticEnsemble(nn.Module):
             )
         flat = action.reshape(-1, self.action_dim).to(self.in_action_w.dtype)  # (N [* G], A)
         return torch.matmul(flat, self.in_action_w)  # (K, N [* G], H)
+
+    def forward_candidates(self, state: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        """An action-input critic at M candidate actions shared by every (b, l), in one pass.
+
+        `state (B, L, D)`, `candidates (M, A)` (e.g. `action_features(spec, enumerate_actions(spec))`) ->
+        `(K, B, L, G, M)` values or `(K, B, L, G, M, bins)`: the layout of a discrete critic's output, so exact
+        expectations over actions work the same way. The state part of the first layer is computed once.
+        """
+        if self.in_action_w is None:
+            raise ValueError(
+                "critic head: forward_candidates needs an action-input critic; this one outputs Q of every action"
+            )
+        if candidates.dim() != 2 or candidates.shape[1] != self.action_dim:
+            raise ValueError(
+                f"critic head: candidates must be (M, A) with A={self.action_dim}, got {tuple(candidates.shape)}"
+            )
+        B, L, _ = state.shape
+        K, H, G, N, M = self.num_critics, self.d_hidden, self.num_gammas, B * L, candidates.shape[0]
+        s = torch.matmul(state.reshape(N, -1), self.in_state_w) + self.in_b  # (K, N, H)
+        a = torch.matmul(candidates.to(self.in_action_w.dtype), self.in_action_w)  # (K, M, H)
+        h = self._hidden(self.act(s[:, :, None] + a[:, None]).view(K, N * M, H))  # (K, N*M, H)
+        w = self.out_w.permute(0, 2, 1, 3).reshape(K, H, -1)  # (K, H, G*O)
+        out = torch.bmm(h, w).view(K, N, M, G, -1).float() + self.out_b[:, None, None]  # (K, N, M, G, O)
+        return out.transpose(2, 3).reshape(K, B, L, G, M, *self.out_shape)
 
     def _per_gamma_output(self, h: torch.Tensor, n: int) -> torch.Tensor:
         """Row (n, g) through gamma g's output layer: `(K, N*G, H)` -> `(K, N, G, O)`."""

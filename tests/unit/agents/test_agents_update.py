@@ -14,14 +14,11 @@ from amago_pipe.config.nets import (
     ActorHeadConfig,
     CriticHeadConfig,
     FFTstepConfig,
-    GruConfig,
     ModelConfig,
     TransformerConfig,
 )
 from amago_pipe.config.train import AgentConfig, MultiTaskConfig
 from amago_pipe.data.loader import BatchLoader
-from amago_pipe.errors import DataError
-from amago_pipe.spec import ActionSpec, DataSpec
 
 TINY = ModelConfig(
     tstep_encoder=FFTstepConfig(d_hidden=16, d_output=16),
@@ -72,7 +69,7 @@ def test_policy_gradient_term_leaves_the_critics_untouched(batches, kind: str) -
     terms = (
         agent.discrete_terms(states, batches[kind])
         if kind == "discrete"
-        else agent.continuous_terms(states, batches[kind])
+        else agent.sampled_terms(states, batches[kind])
     )
     terms.q_pi.min(dim=2).values.mean().backward()
     assert all(p.grad is None or p.grad.abs().sum() == 0 for p in agent.critic.parameters())
@@ -108,36 +105,3 @@ def test_agent_policy_keeps_memory_per_env_and_resets_it(kind: str) -> None:
     assert int(policy.state["count"][0]) == 2
     policy.reset_envs(np.array([True, False, False]))
     assert int(policy.state["count"][0]) == 0 and int(policy.state["count"][1]) == 2
-
-
-def test_unsupported_action_kind_is_a_clear_error() -> None:
-    spec = DataSpec(make_spec().observations, ActionSpec("multidiscrete", (2,), nvec=(2, 3)))
-    with pytest.raises(DataError, match=r"multidiscrete\[2, 3\] actions are not supported"):
-        Agent(spec, TINY, AgentConfig(), max_seq_len=4)
-
-
-def test_gru_model_and_exp_filter(batches) -> None:
-    model = ModelConfig(
-        tstep_encoder=FFTstepConfig(d_hidden=16, d_output=16), traj_encoder=GruConfig(d_model=16, n_layers=1)
-    )
-    agent = Agent(
-        make_spec("discrete"), model, AgentConfig(fbc_filter="exp", critic=CriticHeadConfig(d_hidden=16)), max_seq_len=6
-    )
-    loss, _ = agent(batches["discrete"])
-    assert torch.isfinite(loss)
-
-
-def test_sampling_policy_has_its_own_seeded_stream() -> None:
-    agent = _agent("continuous", "agent").eval()
-    obs = {"observation": np.ones((4, 3), np.float32)}
-    rl2, time = np.zeros((4, 3), np.float32), np.zeros(4, np.int64)
-
-    def sample(seed: int) -> np.ndarray:
-        policy = AgentPolicy(agent, greedy=False, seed=seed)
-        policy.reset(4)
-        return policy.act(obs, rl2, time)
-
-    torch.manual_seed(123)
-    before = torch.get_rng_state()
-    assert np.array_equal(sample(1), sample(1)) and not np.array_equal(sample(1), sample(2))
-    assert torch.equal(torch.get_rng_state(), before)

@@ -11,10 +11,14 @@ from amago_pipe.store import Episode, TrajectoryStore
 
 
 def make_spec(kind: str = "discrete", obs_dim: int = 3) -> DataSpec:
-    """A DataSpec with one vector observation and a discrete(3) or continuous(2,) action in [-2, 2]."""
+    """One vector observation and a discrete(3), continuous(2,) in [-2, 2], multidiscrete[2, 3] or multibinary(3,) action."""
     obs = {"observation": ArraySpec((obs_dim,), "float32")}
     if kind == "discrete":
         return DataSpec(obs, ActionSpec("discrete", (), n=3))
+    if kind == "multidiscrete":
+        return DataSpec(obs, ActionSpec("multidiscrete", (2,), nvec=(2, 3)))
+    if kind == "multibinary":
+        return DataSpec(obs, ActionSpec("multibinary", (3,)))
     return DataSpec(obs, ActionSpec("continuous", (2,), low=(-2.0, -2.0), high=(2.0, 2.0)))
 
 
@@ -25,6 +29,12 @@ def make_episode(spec: DataSpec, length: int, rng: np.random.Generator, *, termi
     if spec.action.kind == "discrete":
         actions = rng.integers(0, spec.action.n, size=length)
         rewards = (actions == 1).astype(np.float32)
+    elif spec.action.kind == "multidiscrete":
+        actions = np.stack([rng.integers(0, n, size=length) for n in spec.action.nvec], axis=-1)
+        rewards = (actions[:, 0] == 1).astype(np.float32)
+    elif spec.action.kind == "multibinary":
+        actions = rng.integers(0, 2, size=(length, *spec.action.shape))
+        rewards = actions[:, 0].astype(np.float32)
     else:
         actions = rng.uniform(-2.0, 2.0, size=(length, *spec.action.shape)).astype(np.float32)
         rewards = (actions[:, 0] > 0).astype(np.float32)

@@ -7,7 +7,6 @@ import torch
 from torch.distributions import Normal, TanhTransform, TransformedDistribution
 
 from amago_pipe.config.nets import ActorHeadConfig, CriticHeadConfig
-from amago_pipe.errors import ConfigError
 from amago_pipe.nets import SymlogBins, build_actor_head, build_critic_head, hl_gauss, symexp, symlog, two_hot
 from amago_pipe.nets.distributions import TanhNormal
 from amago_pipe.spec import ActionSpec
@@ -42,11 +41,6 @@ def test_actor_head_one_distribution_per_gamma(action: ActionSpec, dist: str, sa
         assert a.abs().max() <= 1.0
         pi.rsample().sum().backward()
         assert all(p.grad is not None for p in head.parameters())
-
-
-def test_actor_head_rejects_multidiscrete() -> None:
-    with pytest.raises(ConfigError, match=r"multidiscrete\[2, 3\] actions are not supported"):
-        build_actor_head(SMALL_ACTOR, D, ActionSpec("multidiscrete", (2,), nvec=(2, 3)), G)
 
 
 def test_tanh_normal_log_prob_matches_torch_and_its_own_samples() -> None:

@@ -1,0 +1,58 @@
+"""AMAGO's extra action heads in the update: multidiscrete, multibinary, discrete-as-continuous, GMM and n-step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from unit.data.learning_data import make_spec, make_store
+
+from amago_pipe.agents.agent import Agent
+from amago_pipe.config.nets import ActorHeadConfig, CriticHeadConfig, FFTstepConfig, GruConfig, ModelConfig
+from amago_pipe.config.train import AgentConfig
+from amago_pipe.data.loader import BatchLoader
+
+TINY = ModelConfig(tstep_encoder=FFTstepConfig(d_hidden=16, d_output=16), traj_encoder=GruConfig(d_model=16))
+CASES = {
+    "multidiscrete": ("multidiscrete", {}, {}),
+    "multibinary": ("multibinary", {}, {}),
+    "discrete_as_continuous": ("discrete", {}, {"discrete_as_continuous": True}),
+    "gmm": ("continuous", {"continuous_dist": "gmm", "gmm_components": 3}, {}),
+}
+
+
+def _batch(tmp_path_factory: pytest.TempPathFactory, kind: str) -> object:
+    store = make_store(tmp_path_factory.mktemp(kind) / "s.zarr", kind, episodes=6)
+    return next(BatchLoader(store, batch_size=4, seq_len=6, partitions={"protected": 1.0}, seed=0, threaded=False))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_update_is_finite_trains_every_part_and_acts(tmp_path_factory, case: str, n_step: int) -> None:
+    kind, actor, critic = CASES[case]
+    torch.manual_seed(0)
+    cfg = AgentConfig(
+        actor=ActorHeadConfig(d_hidden=16, **actor),  # type: ignore[arg-type]
+        critic=CriticHeadConfig(d_hidden=16, num_critics=2, **critic),  # type: ignore[arg-type]
+        n_step=n_step,
+    )
+    spec = make_spec(kind)
+    agent = Agent(spec, TINY, cfg, max_seq_len=6)
+    loss, _ = agent(_batch(tmp_path_factory, kind))
+    assert torch.isfinite(loss)
+    loss.backward()
+    for part in ("model", "actor", "critic"):
+        grads = [p.grad for p in getattr(agent, part).parameters() if p.requires_grad]
+        assert any(g is not None and g.abs().sum() > 0 for g in grads), part
+    assert all(p.grad is None for p in agent.target_critic.parameters())
+    actions = agent.act(torch.randn(5, agent.model.out_dim), greedy=False)
+    assert tuple(actions.shape) == (5, *spec.action.shape)
+
+
+def test_n_step_changes_the_critic_targets(tmp_path_factory) -> None:
+    batch = _batch(tmp_path_factory, "discrete")
+    losses = []
+    for n_step in (1, 3):
+        torch.manual_seed(0)
+        cfg = AgentConfig(critic=CriticHeadConfig(d_hidden=16), n_step=n_step)
+        losses.append(Agent(make_spec("discrete"), TINY, cfg, max_seq_len=6)(batch)[1]["td_target_mean"])
+    assert not torch.allclose(losses[0], losses[1])
