@@ -2,6 +2,7 @@
 
     python benchmarks/bench_quality.py quickstart --seeds 0 1 2            # CartPole-v1, target 475
     python benchmarks/bench_quality.py pendulum-offline --seeds 0 1 2      # Pendulum-v1, target -200
+    python benchmarks/bench_quality.py cartpole-random --seeds 0 1 2       # quickstart on 1,000 random episodes
 
 Each seed runs `amago-pipe run pipelines/<name>.yaml --set seed=<s>` in `runs/quality/<name>-s<s>/` (its own
 Minari root there), with validation rollouts (10 episodes) after every epoch to time when the policy first
@@ -23,6 +24,13 @@ REPO = Path(__file__).resolve().parents[1]
 TASKS: dict[str, dict[str, Any]] = {
     "quickstart": {"env": "CartPole-v1", "target": 475.0},
     "pendulum-offline": {"env": "Pendulum-v1", "target": -200.0},
+    # offline RL that must improve on its data: 1,000 uniformly random CartPole episodes (behaviour return ~22)
+    "cartpole-random": {
+        "env": "CartPole-v1",
+        "target": 193.0,
+        "pipeline": "quickstart",
+        "overrides": ["stages.collect.policies=[{policy: random, episodes: 1000}]", "stages.train.epochs=10"],
+    },
 }
 
 
@@ -33,6 +41,7 @@ def run_seed(name: str, seed: int, root: Path, extra: list[str]) -> dict[str, An
         f"seed={seed}",
         "stages.train.num_threads=1",
         f"stages.train.validate={{env: {{id: {task['env']}, n_envs: 10}}, episodes: 10, every: 1}}",
+        *task.get("overrides", []),
         *extra,
     ]
     cmd = [
@@ -41,7 +50,7 @@ def run_seed(name: str, seed: int, root: Path, extra: list[str]) -> dict[str, An
         "amago_pipe.cli",
         "-q",
         "run",
-        str(REPO / "pipelines" / f"{name}.yaml"),
+        str(REPO / "pipelines" / f"{task.get('pipeline', name)}.yaml"),
         "--run-dir",
         str(run_dir),
     ]

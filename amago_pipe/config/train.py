@@ -57,9 +57,9 @@ class AgentConfig(Component):
     """How the drawn critics are combined: `min` (clipped double-Q), `mean`, or `auto` (min when online_coeff > 0)."""
     online_coeff: float = 1.0
     """Weight of the deterministic policy gradient term (through the reparameterised / probability-weighted action)."""
-    offline_coeff: float = 0.1
-    """Weight of the advantage-filtered behaviour cloning term."""
-    fbc_filter: Literal["binary", "exp", "leaky"] = "binary"
+    offline_coeff: float = 1.0
+    """Weight of the advantage-filtered behaviour cloning term (1 with `exp`: see the README's "one recipe")."""
+    fbc_filter: Literal["binary", "exp", "leaky"] = "exp"
     """Behaviour-cloning filter of the advantage A: `binary` 1[A > 0], `exp` exp(beta A), `leaky` 1 or leak_slope."""
     filter_beta: float = 1.0
     """Inverse temperature of the `exp` filter; advantages are in PopArt-normalised value units."""
@@ -71,6 +71,8 @@ class AgentConfig(Component):
     """Weight of actions with A <= 0 under the `leaky` filter."""
     reward_multiplier: float = 10.0
     """Rewards are multiplied by this in the losses (keeps PopArt's value scale comfortable)."""
+    n_step: int = 4
+    """TD targets over n steps of rewards (1: AMAGO's one-step target); stops at terminals, bootstraps at padding or the window end. Biased on off-policy data; see the README's "one recipe" for why 4 is the default."""
     tau: float = 0.003
     """Polyak rate of the target actor and critics."""
     popart: bool = True
@@ -90,7 +92,7 @@ class AgentConfig(Component):
             _discount(f"gammas.{i}", g)
         if self.gamma in self.gammas:
             raise FieldError("gammas", f"lists the main gamma {self.gamma} again; give only the extra ones")
-        _at_least(self, 1, "num_critics_td", "value_samples", "target_samples")
+        _at_least(self, 1, "num_critics_td", "value_samples", "target_samples", "n_step")
         _at_least(self, 0.0, "online_coeff", "offline_coeff", "filter_beta", "leak_slope")
         if self.online_coeff == 0.0 and self.offline_coeff == 0.0:
             raise FieldError("offline_coeff", "online_coeff and offline_coeff are both 0: the actor would not learn")

@@ -80,3 +80,27 @@ def plot_returns(
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def plot_attempts(attempt_returns: Sequence[Sequence[float]], path: Path, *, title: str = "return per attempt") -> Path:
+    """Meta-RL: mean (and spread) of the return of attempt 1..k over episodes; rising means in-context learning."""
+    import numpy as np
+
+    plt = _pyplot()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    k = np.arange(1, len(attempt_returns) + 1)
+    means = np.asarray([np.mean(r) for r in attempt_returns])
+    stds = np.asarray([np.std(r) for r in attempt_returns])
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(k, means, marker="o")
+    ax.fill_between(k, means - stds, means + stds, alpha=0.2)
+    ax.set_xlabel("attempt within the episode")
+    ax.set_ylabel("return")
+    ax.set_xticks(k)
+    ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

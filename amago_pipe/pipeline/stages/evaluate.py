@@ -90,6 +90,11 @@ class EvaluateStage(Stage):
             for s in result.stats:
                 by_env.setdefault(s.env_name, []).append(s.episode_return)
             plot_returns(by_env, ctx.out_dir / "returns.png", title=f"{cfg.env.env_name}: {len(result.stats)} episodes")
+            attempts = attempt_returns(result.stats)
+            if attempts:
+                from amago_pipe.train.plots import plot_attempts
+
+                plot_attempts(attempts, ctx.out_dir / "attempts.png", title=f"{cfg.env.env_name}: return per attempt")
         out: dict[str, Any] = {
             "mean_return": summary.get("return_mean"),
             "median_return": summary.get("return_median"),
@@ -101,6 +106,17 @@ class EvaluateStage(Stage):
         if "success_rate" in summary:
             out["success_rate"] = summary["success_rate"]
         return out
+
+
+def attempt_returns(stats: list[Any]) -> list[list[float]]:
+    """Returns of attempt 1..k (the `amago_pipe/attempt_{i}_return` info keys of k-shot envs), over episodes."""
+    out: list[list[float]] = []
+    while True:
+        key = f"amago_pipe/attempt_{len(out) + 1}_return"
+        values = [s.info[key] for s in stats if key in s.info]
+        if not values:
+            return out
+        out.append(values)
 
 
 def summary_markdown(report: dict[str, Any]) -> str:

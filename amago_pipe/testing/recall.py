@@ -1,0 +1,167 @@
+"""The memory check: train an agent offline on random-policy `DelayedRecall` data, then score it in the env.
+
+Shared by the regression test (`tests/integration/test_memory_recall.py`) and `benchmarks/bench_memory.py`.
+`supervised_probe` trains the same sequence model to name the cue with cross-entropy on the same batches, which
+separates "the network cannot remember" from "the RL update does not teach it to". Imports the learner.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from amago_pipe.config.build import Problems, build
+from amago_pipe.config.envs import EnvConfig
+from amago_pipe.config.train import TrainStageConfig
+from amago_pipe.data.loader import BatchLoader
+from amago_pipe.envs.policies import PolicyContext, make_policy
+from amago_pipe.envs.rollout import rollout
+from amago_pipe.envs.vector import make_batched_env
+from amago_pipe.store import TrajectoryStore
+from amago_pipe.train.learner import Learner, LearnerHooks
+from amago_pipe.train.runtime import build_agent
+from amago_pipe.train.validation import run_episodes
+
+RECALL_ID = "amago_pipe/DelayedRecall-v0"
+SMALL_TRAJ: dict[str, dict[str, Any]] = {
+    "transformer": {"type": "transformer", "d_model": 64, "n_heads": 4, "n_layers": 2},
+    "gru": {"type": "gru", "d_model": 64},
+    "mamba": {"type": "mamba", "d_model": 64, "n_layers": 2},
+    "ff": {"type": "ff", "d_model": 64},
+}
+"""The small sequence models the memory check compares (the `ff` one has no memory: the control)."""
+
+
+@dataclass(frozen=True)
+class RecallTask:
+    """One DelayedRecall variant and its offline dataset."""
+
+    delay: int = 30
+    distractor_std: float = 0.0
+    n_cues: int = 4
+    episodes: int = 800
+    """Random-policy episodes in the dataset."""
+
+    def env(self, n_envs: int, seed: int) -> EnvConfig:
+        kwargs = {"delay": self.delay, "distractor_std": self.distractor_std, "n_cues": self.n_cues}
+        return _built(EnvConfig, {"id": RECALL_ID, "kwargs": kwargs, "n_envs": n_envs, "seed": seed})
+
+
+@dataclass(frozen=True)
+class RecallRun:
+    """How to train: encoder, budget, seed; `agent` and `train` override the defaults (empty: the default recipe)."""
+
+    encoder: str = "transformer"
+    updates: int = 1200
+    seed: int = 0
+    batch_size: int = 24
+    agent: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+
+
+def _built(cls: type, data: dict[str, Any]) -> Any:
+    problems = Problems()
+    out = build(cls, data, problems)
+    problems.raise_if_any()
+    return out
+
+
+def recall_store(task: RecallTask, root: Path, *, seed: int = 0) -> TrajectoryStore:
+    """The task's random-policy dataset in a store below `root` (made once, reused by later calls)."""
+    path = root / f"recall-d{task.delay}-std{task.distractor_std:g}-c{task.n_cues}-e{task.episodes}-s{seed}.zarr"
+    if (path / "zarr.json").exists():
+        return TrajectoryStore.open(path)
+    env = make_batched_env(task.env(16, seed))
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        store = TrajectoryStore.create(tmp, env.spec)
+        policy = make_policy("random", PolicyContext(spec=env.spec, n_envs=env.n_envs, seed=seed))
+        with store.writer("protected", atomic=True) as writer:
+            rollout(env, policy, task.episodes, seed=seed, keep_episodes=False, on_episode=lambda ep, _: writer.add(ep))
+    finally:
+        env.close()
+    tmp.rename(path)
+    return TrajectoryStore.open(path)
+
+
+def train_config(task: RecallTask, run: RecallRun) -> TrainStageConfig:
+    """The train stage config of a run: windows cover a whole episode; small nets; the agent's default recipe."""
+    data: dict[str, Any] = {
+        "type": "train",
+        "max_seq_len": task.delay + 2,
+        "batch_size": run.batch_size,
+        "epochs": 1,
+        "updates_per_epoch": run.updates,
+        "lr": 5e-4,
+        "warmup_steps": 100,
+        "seed": run.seed,
+        "num_threads": 1,
+        "model": {
+            "tstep_encoder": {"type": "ff", "d_hidden": 128, "d_output": 64},
+            "traj_encoder": SMALL_TRAJ[run.encoder],
+        },
+        "agent": {"type": "agent", "actor": {"d_hidden": 128}, "critic": {"d_hidden": 128}, **run.agent},
+        "logging": {"log_interval": 100, "plots": False},
+        **run.train,
+    }
+    return _built(TrainStageConfig, data)  # type: ignore[no-any-return]
+
+
+def train_and_score(task: RecallTask, run: RecallRun, workdir: Path, *, eval_episodes: int = 200) -> dict[str, Any]:
+    """Train offline on the task's dataset, then roll out greedily; returns success rate and timings."""
+    store = recall_store(task, workdir)
+    cfg = train_config(task, run)
+    started = time.perf_counter()
+    out_dir = workdir / f"run-{run.encoder}-d{task.delay}-std{task.distractor_std:g}-s{run.seed}-{time.time_ns()}"
+    learner = Learner(cfg, store, out_dir, seed=run.seed, hooks=LearnerHooks())
+    learner.run()
+    train_s = time.perf_counter() - started
+    result = run_episodes(
+        learner.agent, task.env(20, 10_000 + run.seed), eval_episodes, spec=store.spec, greedy=True,
+        seed=10_000 + run.seed, where="recall",
+    )  # fmt: skip
+    summary = result.summary()
+    return {"success": float(summary["success_rate"]), "train_s": round(train_s, 1), "updates": run.updates}
+
+
+def supervised_probe(task: RecallTask, run: RecallRun, workdir: Path, *, check_every: int = 50) -> dict[str, Any]:
+    """Train the run's sequence model + a linear head to name the cue at the answer step (cross-entropy).
+
+    Same store batches as the agent. Returns the first update count at which a held-out batch is >= 95% correct
+    (None if never) and the final accuracy.
+    """
+    store = recall_store(task, workdir)
+    cfg = train_config(task, run)
+    torch.manual_seed(run.seed)
+    model = build_agent(cfg.agent, cfg.model, store.spec, max_seq_len=cfg.max_seq_len).model
+    head = torch.nn.Linear(model.out_dim, task.n_cues)
+    opt = torch.optim.AdamW([*model.parameters(), *head.parameters()], lr=cfg.lr)
+    loader = BatchLoader(store, batch_size=cfg.batch_size, seq_len=cfg.max_seq_len, partitions={"protected": 1.0},
+                         seed=run.seed, threaded=False)  # fmt: skip
+    held_out = loader.sample(10**9)
+    solved_at, accuracy = None, 0.0
+    for step in range(1, run.updates + 1):
+        loss, _ = _probe_loss(model, head, next(loader), task.n_cues)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % check_every == 0:
+            with torch.no_grad():
+                accuracy = _probe_loss(model, head, held_out, task.n_cues)[1]
+            if solved_at is None and accuracy >= 0.95:
+                solved_at = step
+    return {"probe_solved_at": solved_at, "probe_accuracy": round(accuracy, 3)}
+
+
+def _probe_loss(model: Any, head: torch.nn.Module, batch: Any, n_cues: int) -> tuple[torch.Tensor, float]:
+    """Cross-entropy of the cue at each window's answer step (its terminal step), and the accuracy there."""
+    cue = batch.obs["observation"][:, 0, :n_cues].argmax(-1)  # (B,) shown at t=0
+    rows, steps = (batch.mask & batch.terminated).nonzero(as_tuple=True)  # the answer steps
+    states, _ = model(batch.obs, batch.rl2, batch.time)  # (B, L+1, D)
+    logits = head(states[rows, steps])  # (N, n_cues)
+    loss = torch.nn.functional.cross_entropy(logits, cue[rows])
+    return loss, float((logits.argmax(-1) == cue[rows]).float().mean())

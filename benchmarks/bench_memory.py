@@ -1,0 +1,58 @@
+"""Memory: does the default agent recipe learn delayed recall offline from random data? Prints a Markdown table.
+
+Each row trains one encoder on random-policy `amago_pipe/DelayedRecall-v0` data (the cue at t=0, the answer at
+t=delay, 4 cues: chance is 0.25) and scores 200 greedy episodes. `--probe` adds the supervised probe (the same
+sequence model trained with cross-entropy to name the cue on the same batches).
+
+    python benchmarks/bench_memory.py                                     # delay 30, std 0 and 0.5, 3 encoders + ff
+    python benchmarks/bench_memory.py --delays 60 --stds 0 --encoders transformer ff --updates 1200
+    python benchmarks/bench_memory.py --probe --encoders mamba --updates 400
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def main() -> None:
+    import torch
+
+    from amago_pipe.testing.recall import RecallRun, RecallTask, supervised_probe, train_and_score
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--delays", type=int, nargs="+", default=[30])
+    p.add_argument("--stds", type=float, nargs="+", default=[0.0, 0.5], help="distractor noise std after t=0")
+    p.add_argument("--encoders", nargs="+", default=["transformer", "gru", "mamba", "ff"])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--updates", type=int, default=1200)
+    p.add_argument("--episodes", type=int, default=800, help="random-policy episodes in each dataset")
+    p.add_argument("--probe", action="store_true", help="also train the supervised probe")
+    p.add_argument("--workdir", type=Path, default=None)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-memory-"))
+    print(
+        "| encoder | delay | distractor std | seed | updates | success | train s |"
+        + (" probe >=95% at |" if args.probe else "")
+    )
+    print("|---|---|---|---|---|---|---|" + ("---|" if args.probe else ""))
+    for delay in args.delays:
+        for std in args.stds:
+            task = RecallTask(delay=delay, distractor_std=std, episodes=args.episodes)
+            for encoder in args.encoders:
+                for seed in args.seeds:
+                    run = RecallRun(encoder=encoder, updates=args.updates, seed=seed)
+                    r = train_and_score(task, run, workdir)
+                    row = f"| {encoder} | {delay} | {std:g} | {seed} | {args.updates} | {r['success']:.2f} | {r['train_s']:.0f} |"
+                    if args.probe:
+                        row += f" {supervised_probe(task, run, workdir)['probe_solved_at']} |"
+                    print(row, flush=True)
+
+
+if __name__ == "__main__":
+    main()

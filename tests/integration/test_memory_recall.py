@@ -1,0 +1,41 @@
+"""The memory regression: the default agent recipe learns delayed recall offline from random data with memory
+encoders, while the memory-free `ff` encoder stays near chance (1/4). Tiny sizes; the full table is
+`benchmarks/bench_memory.py`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from amago_pipe.testing.recall import RecallRun, RecallTask, supervised_probe, train_and_score
+
+SHORT = RecallTask(delay=8, episodes=300)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("recall")
+
+
+@pytest.mark.parametrize("encoder", ["transformer", "gru"])
+def test_default_recipe_learns_recall(workdir: Path, encoder: str) -> None:
+    result = train_and_score(SHORT, RecallRun(encoder=encoder, updates=400), workdir, eval_episodes=100)
+    assert result["success"] >= 0.95, result
+
+
+def test_ff_control_stays_near_chance(workdir: Path) -> None:
+    result = train_and_score(SHORT, RecallRun(encoder="ff", updates=400), workdir, eval_episodes=100)
+    assert result["success"] <= 0.5, result
+
+
+def test_probe_separates_network_from_update(workdir: Path) -> None:
+    assert supervised_probe(SHORT, RecallRun(encoder="gru", updates=200), workdir)["probe_solved_at"] is not None
+    assert supervised_probe(SHORT, RecallRun(encoder="ff", updates=200), workdir)["probe_solved_at"] is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("encoder", ["transformer", "gru", "mamba"])
+def test_default_recipe_learns_recall_at_delay_30(workdir: Path, encoder: str) -> None:
+    result = train_and_score(RecallTask(delay=30, episodes=800), RecallRun(encoder=encoder, updates=1200), workdir)
+    assert result["success"] >= 0.95, result
