@@ -2,11 +2,13 @@
 
 Each row trains one encoder on random-policy `amago_pipe/DelayedRecall-v0` data (the cue at t=0, the answer at
 t=delay, 4 cues: chance is 0.25) and scores 200 greedy episodes. `--probe` adds the supervised probe (the same
-sequence model trained with cross-entropy to name the cue on the same batches).
+sequence model trained with cross-entropy to name the cue on the same batches); `--ablate` adds the critic trained
+alone, with its loss on the answer step only and on every step (how much the TD loss elsewhere costs the memory).
 
     python benchmarks/bench_memory.py                                     # delay 30, std 0 and 0.5, 3 encoders + ff
     python benchmarks/bench_memory.py --delays 60 --stds 0 --encoders transformer ff --updates 1200
     python benchmarks/bench_memory.py --probe --encoders mamba --updates 400
+    python benchmarks/bench_memory.py --probe --ablate --encoders gru --stds 0 --updates 1000
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def main() -> None:
     import torch
 
-    from amago_pipe.testing.recall import RecallRun, RecallTask, supervised_probe, train_and_score
+    from amago_pipe.testing.recall import RecallRun, RecallTask, critic_ablation, supervised_probe, train_and_score
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--delays", type=int, nargs="+", default=[30])
@@ -32,15 +34,14 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=1200)
     p.add_argument("--episodes", type=int, default=800, help="random-policy episodes in each dataset")
     p.add_argument("--probe", action="store_true", help="also train the supervised probe")
+    p.add_argument("--ablate", action="store_true", help="also train the critic alone (answer step / every step)")
     p.add_argument("--workdir", type=Path, default=None)
     args = p.parse_args()
     torch.set_num_threads(1)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    print(
-        "| encoder | delay | distractor std | seed | updates | success | train s |"
-        + (" probe >=95% at |" if args.probe else "")
-    )
-    print("|---|---|---|---|---|---|---|" + ("---|" if args.probe else ""))
+    extra = [" probe >=95% at |"] * args.probe + [" critic, answer step only | critic, every step |"] * args.ablate
+    print("| encoder | delay | distractor std | seed | updates | success | train s |" + "".join(extra))
+    print("|---|---|---|---|---|---|---|" + "---|" * (args.probe + 2 * args.ablate))
     for delay in args.delays:
         for std in args.stds:
             task = RecallTask(delay=delay, distractor_std=std, episodes=args.episodes)
@@ -51,6 +52,10 @@ def main() -> None:
                     row = f"| {encoder} | {delay} | {std:g} | {seed} | {args.updates} | {r['success']:.2f} | {r['train_s']:.0f} |"
                     if args.probe:
                         row += f" {supervised_probe(task, run, workdir)['probe_solved_at']} |"
+                    if args.ablate:
+                        for steps in ("answer", "all"):
+                            r = critic_ablation(task, run, workdir, steps=steps)
+                            row += f" {r[f'critic_{steps}_solved_at']} ({r[f'critic_{steps}_accuracy']:.2f}) |"
                     print(row, flush=True)
 
 

@@ -139,29 +139,78 @@ def supervised_probe(task: RecallTask, run: RecallRun, workdir: Path, *, check_e
     torch.manual_seed(run.seed)
     model = build_agent(cfg.agent, cfg.model, store.spec, max_seq_len=cfg.max_seq_len).model
     head = torch.nn.Linear(model.out_dim, task.n_cues)
-    opt = torch.optim.AdamW([*model.parameters(), *head.parameters()], lr=cfg.lr)
+
+    def step(batch: Any) -> tuple[torch.Tensor, float]:
+        cue, rows, steps = _answers(batch, task.n_cues)
+        states, _ = model(batch.obs, batch.rl2, batch.time)  # (B, L+1, D)
+        logits = head(states[rows, steps])  # (N, n_cues)
+        accuracy = float((logits.argmax(-1) == cue[rows]).float().mean())
+        return torch.nn.functional.cross_entropy(logits, cue[rows]), accuracy
+
+    params = [*model.parameters(), *head.parameters()]
+    return _fit(step, params, store, cfg, run, "probe", check_every=check_every)
+
+
+def critic_ablation(
+    task: RecallTask, run: RecallRun, workdir: Path, *, steps: str = "all", check_every: int = 50
+) -> dict[str, Any]:
+    """Train the agent's sequence model and critics with the critic loss alone, on every step or the answer step only.
+
+    The accuracy is how often the critics' best action (acting gamma, mean over critics) at the answer step is the
+    cue. Comparing `steps="answer"` with `steps="all"` shows what the TD loss on the other steps costs the memory.
+    """
+    store = recall_store(task, workdir)
+    cfg = train_config(task, run)
+    torch.manual_seed(run.seed)
+    agent = build_agent(cfg.agent, cfg.model, store.spec, max_seq_len=cfg.max_seq_len)
+    if not agent.discrete:
+        raise ValueError("critic_ablation needs a critic with one output per discrete action")
+
+    def step(batch: Any) -> tuple[torch.Tensor, float]:
+        cue, rows, at = _answers(batch, task.n_cues)
+        states, _ = agent.model(batch.obs, batch.rl2, batch.time)  # (B, L+1, D)
+        terms = agent.discrete_terms(states, batch)
+        mask = batch.mask & batch.terminated if steps == "answer" else batch.mask  # (B, L)
+        with torch.no_grad():
+            q = agent.values(agent.critic(states[rows, at][:, None]), axis=-2).mean(0)[:, 0, -1]  # (N, A)
+        accuracy = float((q.argmax(-1) == cue[rows]).float().mean())
+        return agent.critic_objective(terms.critic_out, terms.targets, mask), accuracy
+
+    trainable = [*agent.model.parameters(), *agent.critic.parameters(), *agent.popart.parameters()]
+    return _fit(
+        step, trainable, store, cfg, run, f"critic_{steps}", check_every=check_every, after=agent.update_targets
+    )
+
+
+def _fit(
+    step: Any, params: list[torch.nn.Parameter], store: TrajectoryStore, cfg: TrainStageConfig, run: RecallRun,
+    name: str, *, check_every: int, after: Any = None,
+) -> dict[str, Any]:  # fmt: skip
+    """AdamW on `step(batch) -> (loss, accuracy)` over store batches; when held-out accuracy first reaches 95%."""
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)  # as the learner does: oversubscribed threads are ~30x slower here
+    opt = torch.optim.AdamW(params, lr=cfg.lr)
     loader = BatchLoader(store, batch_size=cfg.batch_size, seq_len=cfg.max_seq_len, partitions={"protected": 1.0},
                          seed=run.seed, threaded=False)  # fmt: skip
     held_out = loader.sample(10**9)
     solved_at, accuracy = None, 0.0
-    for step in range(1, run.updates + 1):
-        loss, _ = _probe_loss(model, head, next(loader), task.n_cues)
+    for update in range(1, run.updates + 1):
+        loss, _ = step(next(loader))
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if step % check_every == 0:
+        if after is not None:
+            after()
+        if update % check_every == 0:
             with torch.no_grad():
-                accuracy = _probe_loss(model, head, held_out, task.n_cues)[1]
+                accuracy = step(held_out)[1]
             if solved_at is None and accuracy >= 0.95:
-                solved_at = step
-    return {"probe_solved_at": solved_at, "probe_accuracy": round(accuracy, 3)}
+                solved_at = update
+    return {f"{name}_solved_at": solved_at, f"{name}_accuracy": round(accuracy, 3)}
 
 
-def _probe_loss(model: Any, head: torch.nn.Module, batch: Any, n_cues: int) -> tuple[torch.Tensor, float]:
-    """Cross-entropy of the cue at each window's answer step (its terminal step), and the accuracy there."""
+def _answers(batch: Any, n_cues: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The cue of each window (B,) and the (row, step) indices of the answer steps (each window's terminal step)."""
     cue = batch.obs["observation"][:, 0, :n_cues].argmax(-1)  # (B,) shown at t=0
-    rows, steps = (batch.mask & batch.terminated).nonzero(as_tuple=True)  # the answer steps
-    states, _ = model(batch.obs, batch.rl2, batch.time)  # (B, L+1, D)
-    logits = head(states[rows, steps])  # (N, n_cues)
-    loss = torch.nn.functional.cross_entropy(logits, cue[rows])
-    return loss, float((logits.argmax(-1) == cue[rows]).float().mean())
+    rows, steps = (batch.mask & batch.terminated).nonzero(as_tuple=True)
+    return cue, rows, steps

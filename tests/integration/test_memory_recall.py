@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from amago_pipe.testing.recall import RecallRun, RecallTask, supervised_probe, train_and_score
+from amago_pipe.testing.recall import RecallRun, RecallTask, critic_ablation, supervised_probe, train_and_score
 
 SHORT = RecallTask(delay=8, episodes=300)
 
@@ -39,3 +39,10 @@ def test_probe_separates_network_from_update(workdir: Path) -> None:
 def test_default_recipe_learns_recall_at_delay_30(workdir: Path, encoder: str) -> None:
     result = train_and_score(RecallTask(delay=30, episodes=800), RecallRun(encoder=encoder, updates=1200), workdir)
     assert result["success"] >= 0.95, result
+
+
+def test_critic_alone_learns_the_cue_when_its_loss_is_on_the_answer_step(workdir: Path) -> None:
+    result = critic_ablation(SHORT, RecallRun(encoder="gru", updates=200), workdir, steps="answer")
+    assert result["critic_answer_solved_at"] is not None, result
+    every_step = critic_ablation(SHORT, RecallRun(encoder="gru", updates=50), workdir, steps="all", check_every=25)
+    assert 0.0 <= every_step["critic_all_accuracy"] <= 1.0
