@@ -159,6 +159,8 @@ def critic_ablation(
     The accuracy is how often the critics' best action (acting gamma, mean over critics) at the answer step is the
     cue. Comparing `steps="answer"` with `steps="all"` shows what the TD loss on the other steps costs the memory.
     """
+    if steps not in ("answer", "all"):
+        raise ValueError(f"critic_ablation: steps must be 'answer' or 'all', got {steps!r}")
     store = recall_store(task, workdir)
     cfg = train_config(task, run)
     torch.manual_seed(run.seed)

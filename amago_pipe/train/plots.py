@@ -28,6 +28,17 @@ def _pyplot() -> Any:
     return plt
 
 
+def _save(plt: Any, fig: Any, path: Path, title: str) -> Path:
+    """Title, tight layout, write `path` (creating its folder) and free the figure."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def plot_learning_curves(rows: list[dict[str, Any]], out_dir: Path, *, x: str = "step") -> list[Path]:
     """One PNG per group in CURVES with at least one logged key; returns the written paths."""
     out_dir = Path(out_dir)
@@ -61,8 +72,6 @@ def plot_returns(
 ) -> Path:
     """Histogram of episode returns per env name, plus the returns in episode order."""
     plt = _pyplot()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig, (ax_hist, ax_seq) = plt.subplots(1, 2, figsize=(10, 3.2))
     for name, returns in returns_by_env.items():
         ax_hist.hist(list(returns), bins=min(20, max(5, len(returns) // 2)), alpha=0.6, label=name)
@@ -75,11 +84,7 @@ def plot_returns(
         ax.grid(alpha=0.3)
     if len(returns_by_env) > 1:
         ax_seq.legend(fontsize=7)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path, title)
 
 
 def plot_attempts(attempt_returns: Sequence[Sequence[float]], path: Path, *, title: str = "return per attempt") -> Path:
@@ -87,8 +92,6 @@ def plot_attempts(attempt_returns: Sequence[Sequence[float]], path: Path, *, tit
     import numpy as np
 
     plt = _pyplot()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     k = np.arange(1, len(attempt_returns) + 1)
     means = np.asarray([np.mean(r) for r in attempt_returns])
     stds = np.asarray([np.std(r) for r in attempt_returns])
@@ -99,8 +102,4 @@ def plot_attempts(attempt_returns: Sequence[Sequence[float]], path: Path, *, tit
     ax.set_ylabel("return")
     ax.set_xticks(k)
     ax.grid(alpha=0.3)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path, title)
