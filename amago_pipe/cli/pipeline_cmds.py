@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +22,31 @@ _run_dir_option = click.option(
     "--run-dir", type=click.Path(file_okay=False, path_type=Path), help="Run directory (default: runs/<name>)."
 )
 _pipeline_arg = click.argument("pipeline", type=click.Path(path_type=Path))
+_LOG_HANDLER = "amago-pipe-console"
 
 
 def _setup_logging(level: int) -> None:
-    from rich.logging import RichHandler
+    """Log to stderr: rich lines in a terminal (wrapped, never cut), plain `LEVEL: message` lines otherwise."""
+    from rich.console import Console
 
     root = logging.getLogger("amago_pipe")
     root.setLevel(logging.DEBUG)
-    if not any(isinstance(h, RichHandler) for h in root.handlers):
-        handler = RichHandler(console=console(stderr=True), show_path=False, show_time=False)
-        handler.setLevel(
-            logging.DEBUG
-            if level > 1
-            else logging.INFO
-            if level == 1
-            else logging.WARNING
-            if level == 0
-            else logging.ERROR
-        )
-        root.addHandler(handler)
+    for old in [h for h in root.handlers if h.get_name() == _LOG_HANDLER]:
+        root.removeHandler(old)
+    err = Console(stderr=True, highlight=False)
+    handler: logging.Handler
+    if err.is_terminal:
+        from rich.logging import RichHandler
+
+        handler = RichHandler(console=err, show_path=False, show_time=False)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    handler.set_name(_LOG_HANDLER)
+    handler.setLevel(
+        logging.DEBUG if level > 1 else logging.INFO if level == 1 else logging.WARNING if level == 0 else logging.ERROR
+    )
+    root.addHandler(handler)
 
 
 def _runner(pipeline: Path, overrides: tuple[str, ...], run_dir: Path | None, level: int, plan_only: bool) -> Any:
@@ -108,11 +115,13 @@ def plan(obj: Verbosity, pipeline: Path, overrides: tuple[str, ...], run_dir: Pa
 def validate(obj: Verbosity, pipelines: tuple[Path, ...], overrides: tuple[str, ...]) -> None:
     """Check pipeline files (every problem, with file:line) without running anything."""
     from amago_pipe.config.loader import load_pipeline
+    from amago_pipe.pipeline.layout import check_store_placement, default_run_dir
 
     failures: list[str] = []
     for path in pipelines:
         try:
             loaded = load_pipeline(path, overrides)
+            check_store_placement(loaded, default_run_dir(loaded))
         except ConfigError as e:
             failures.extend(e.problems)
             continue
@@ -120,6 +129,14 @@ def validate(obj: Verbosity, pipelines: tuple[Path, ...], overrides: tuple[str, 
             click.echo(f"ok  {path}  ({loaded.config.name}: {', '.join(loaded.config.stages)})")
     if failures:
         raise ConfigError("\n".join(failures), problems=failures)
+
+
+def _require_run_dir(run_dir: Path) -> None:
+    from amago_pipe.pipeline.lockfile import LOCK_FILE, is_run_dir
+
+    if not is_run_dir(run_dir):
+        what = "no such directory" if not run_dir.exists() else f"no {LOCK_FILE}"
+        raise ConfigError(f"{run_dir}: not a run directory ({what}); pass runs/<pipeline name>")
 
 
 @click.command()
@@ -130,14 +147,14 @@ def status(run_dir: Path, as_json: bool) -> None:
     from dataclasses import asdict
 
     from amago_pipe.pipeline.console import summary_table
-    from amago_pipe.pipeline.lockfile import LOCK_FILE, LockFile, lock_is_stale, read_run_lock
+    from amago_pipe.pipeline.lockfile import LockFile, effective_status, lock_is_stale, read_run_lock
 
-    if not (run_dir / LOCK_FILE).exists():
-        raise ConfigError(f"{run_dir}: not a run directory (no {LOCK_FILE}); pass runs/<pipeline name>")
+    _require_run_dir(run_dir)
     lock = LockFile.load(run_dir)
     holder = read_run_lock(run_dir)
     if as_json:
-        click.echo(json.dumps({"stages": {k: asdict(v) for k, v in lock.stages.items()}, "lock": holder}, indent=2))
+        stages = {k: {**asdict(v), "status": effective_status(v)} for k, v in lock.stages.items()}
+        click.echo(json.dumps({"stages": stages, "lock": holder}, indent=2))
         return
     out = console()
     out.print(summary_table(lock, list(lock.stages)))
@@ -152,17 +169,31 @@ def status(run_dir: Path, as_json: bool) -> None:
 def unlock(run_dir: Path, force: bool) -> None:
     """Remove the run lock of RUN_DIR left by a run that died."""
     from amago_pipe.errors import LockError
-    from amago_pipe.pipeline.lockfile import RUN_LOCK, lock_is_stale, read_run_lock
+    from amago_pipe.pipeline.lockfile import RUN_LOCK, alive_here, lock_is_stale, read_run_lock
 
+    _require_run_dir(run_dir)
     holder = read_run_lock(run_dir)
     if holder is None:
         click.echo(f"{run_dir} is not locked")
         return
-    if not force and not lock_is_stale(holder):
-        raise LockError(
-            f"{run_dir} is locked by pid {holder.get('pid')} on {holder.get('host')}, which may still be running; "
-            "pass --force if you are sure it is gone"
-        )
+    pid, host = holder.get("pid"), holder.get("host")
+    if not lock_is_stale(holder):
+        if not force:
+            raise LockError(
+                f"{run_dir} is locked by pid {pid} on {host}, which may still be running; "
+                "pass --force if you are sure it is gone"
+            )
+        if alive_here(host or "", pid, holder.get("started")):
+            warning = (
+                f"pid {pid} is ALIVE on this host and still running {run_dir}; its lock is removed anyway, but a "
+                f"new run there refuses to start until it ends (stop it with `kill {pid}`)"
+            )
+        else:
+            warning = (
+                f"pid {pid} on host {host} may still be running {run_dir} (this host cannot check); its lock is "
+                "removed anyway: make sure it is gone before the next run"
+            )
+        click.echo(f"WARNING: {warning}", err=True)
     (run_dir / RUN_LOCK).unlink(missing_ok=True)
     click.echo(f"unlocked {run_dir} (lock of pid {holder.get('pid')} removed)")
 

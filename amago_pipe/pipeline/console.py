@@ -13,10 +13,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from amago_pipe.config.loader import LoadedPipeline
-from amago_pipe.pipeline.lockfile import LockFile, StageRecord
+from amago_pipe.pipeline.lockfile import LockFile, StageRecord, effective_status
 from amago_pipe.pipeline.runner import Decision
 
-ACTION_STYLE = {"run": "bold yellow", "resume": "bold cyan", "skip": "green", "excluded": "dim"}
+ACTION_STYLE = {"run": "bold yellow", "resume": "bold cyan", "skip": "green", "excluded": "dim", "busy": "bold red"}
 STATUS_STYLE = {"done": "green", "failed": "bold red", "interrupted": "yellow", "running": "cyan"}
 
 
@@ -71,12 +71,22 @@ class RichReporter:
     def decision(self, d: Decision) -> None:
         if self.level < 0:
             return
-        verb = {"run": "will run", "resume": "will resume", "skip": "skip", "excluded": "not selected"}[d.action]
+        action = "restart" if d.move_to is not None else d.action
+        verb = {
+            "run": "will run",
+            "restart": "will restart",
+            "resume": "will resume",
+            "skip": "skip",
+            "excluded": "not selected",
+            "busy": "running",
+        }[action]
         if not self.plan_only:
-            verb = {"run": "run", "resume": "resume"}.get(d.action, verb)
+            verb = {"run": "run", "restart": "restart", "resume": "resume"}.get(action, verb)
         style = ACTION_STYLE.get(d.action, "")
+        at = f" from {d.resume_at}" if d.resume_at else ""
         reason = f" — {d.reason}" if d.reason and d.action != "excluded" else ""
-        self.console.print(f"  {styled(f'{verb:>12}', style)} {d.name}{reason}")
+        moved = f"; old outputs moved to {d.move_to}" if d.move_to is not None else ""
+        self.console.print(f"  {styled(f'{verb:>12}', style)} {d.name}{at}{reason}{moved}")
 
     def stage_started(self, name: str) -> None:
         self.started[name] = time.time()
@@ -127,8 +137,7 @@ def summary_table(lock: LockFile, names: list[str], decisions: dict[str, Decisio
         rec = lock.stages.get(name, StageRecord())
         d = (decisions or {}).get(name)
         action = {"skip": "skipped", "excluded": "-", "run": "ran", "resume": "resumed"}.get(d.action, "") if d else ""
-        style = STATUS_STYLE.get(rec.status, "")
-        table.add_row(
-            name, styled(rec.status, style), action, format_duration(rec.duration), format_metric(rec.metrics)
-        )
+        status = effective_status(rec)
+        shown = styled(status, STATUS_STYLE.get(status, ""))
+        table.add_row(name, shown, action, format_duration(rec.duration), format_metric(rec.metrics))
     return table

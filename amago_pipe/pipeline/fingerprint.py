@@ -1,4 +1,4 @@
-"""Content hashes for stage configs and stage output folders (torch-free)."""
+"""Content hashes for stage configs and stage output folders, and config diffs (torch-free)."""
 
 from __future__ import annotations
 
@@ -28,11 +28,16 @@ def hash_file(path: Path, h: Any = None) -> str:
 
 
 def hash_tree(root: Path, exclude: tuple[str, ...] = (STAGE_LOG,)) -> str:
-    """sha256 over every file below `root` (relative path + content); empty string if `root` is missing."""
+    """sha256 over every file below `root` (relative path + content); empty string if `root` is missing.
+
+    `exclude` names top-level files or folders of `root` left out (logs and other side files).
+    """
     if not root.is_dir():
         return ""
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(root):
+        if Path(dirpath) == root:
+            dirnames[:] = [d for d in dirnames if d not in exclude]
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath) / name
@@ -42,3 +47,17 @@ def hash_tree(root: Path, exclude: tuple[str, ...] = (STAGE_LOG,)) -> str:
             h.update(rel.encode() + b"\0")
             h.update(bytes.fromhex(hash_file(path)))
     return h.hexdigest()
+
+
+def changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted key paths where two JSON-like configs differ (a list or a leaf counts as one key)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted({*old, *new}, key=str):
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in old or key not in new:
+                out.append(path)
+            else:
+                out.extend(changed_keys(old[key], new[key], path))
+        return out
+    return [] if old == new else [prefix]

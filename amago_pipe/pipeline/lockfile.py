@@ -6,10 +6,13 @@ leaves files the next run understands. Torch-free.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,17 +23,23 @@ from amago_pipe.errors import LockError, StoreFormatError
 LOCK_FORMAT = 1
 LOCK_FILE = "pipeline.lock.json"
 RUN_LOCK = ".run.lock"
+RUN_LOCK_GUARD = ".run.lock.guard"
+"""Never deleted: processes taking the run lock hold an flock on it, so one stale-lock takeover wins."""
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` via a temporary file in the same folder, fsync and rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".tmp-{path.name}.{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:  # e.g. disk full: remove the partial copy, name the file (a failed write() does not)
+        tmp.unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(path)) from e
 
 
 @dataclass
@@ -40,6 +49,8 @@ class StageRecord:
     status: str = "never run"
     """never run | running | done | failed | interrupted."""
     config_hash: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    """What `config_hash` hashes (stage config, pipeline store and seed): names the keys a change touched."""
     input_hashes: dict[str, str] = field(default_factory=dict)
     upstream: dict[str, str] = field(default_factory=dict)
     """Output hash of each upstream stage this run consumed."""
@@ -97,15 +108,53 @@ class LockFile:
         write_atomic(self.path, json.dumps(data, indent=2) + "\n")
 
 
-def pid_alive(pid: int) -> bool:
-    """True when a process with this PID exists on this host."""
+def pid_alive(pid: int, since: float | None = None) -> bool:
+    """True when process `pid` exists on this host (and, given `since`, was started by then: not a reused PID)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    if not since:
         return True
-    return True
+    started = _process_start_time(pid)
+    return started is None or started <= since + 30.0  # slack for /proc's whole-second boot time and clock steps
+
+
+def _process_start_time(pid: int) -> float | None:
+    """When `pid` started (epoch seconds, Linux /proc); None where unknown."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(
+            float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime")
+        )
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def alive_here(host: str, pid: int | None, since: float | None = None) -> bool:
+    """True when `pid` on `host` is a live process of this host (see `pid_alive`)."""
+    if host != socket.gethostname() or not pid:
+        return False
+    return pid_alive(int(pid), since)
+
+
+def effective_status(record: StageRecord) -> str:
+    """The record's status, `interrupted` for a `running` stage whose process on this host is gone."""
+    if (
+        record.status == "running"
+        and record.host == socket.gethostname()
+        and not alive_here(record.host, record.pid, record.started)
+    ):
+        return "interrupted"
+    return record.status
+
+
+def is_run_dir(path: Path) -> bool:
+    """True when `path` holds a lock file or a run lock."""
+    return (path / LOCK_FILE).is_file() or (path / RUN_LOCK).is_file()
 
 
 def read_run_lock(run_dir: Path) -> dict[str, Any] | None:
@@ -121,7 +170,19 @@ def read_run_lock(run_dir: Path) -> dict[str, Any] | None:
 
 def lock_is_stale(info: dict[str, Any]) -> bool:
     """A lock is stale when its holder was on this host and is no longer alive."""
-    return info.get("host") == socket.gethostname() and not (info.get("pid") and pid_alive(int(info["pid"])))
+    host = str(info.get("host"))
+    return host == socket.gethostname() and not alive_here(host, info.get("pid"), info.get("started"))
+
+
+@contextmanager
+def _guard(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on `path` (released by the kernel if the process dies)."""
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 class RunLock:
@@ -133,27 +194,23 @@ class RunLock:
         self.took_over: dict[str, Any] | None = None
 
     def acquire(self) -> None:
-        """Take the lock; a stale lock (dead PID on this host) is taken over and remembered."""
+        """Take the lock; a stale lock (dead PID on this host) is taken over and remembered.
+
+        Check and write happen under an flock on `RUN_LOCK_GUARD`, so of several processes that find
+        the same stale lock exactly one takes it over.
+        """
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = read_run_lock(self.run_dir) or {}
-                if not lock_is_stale(holder):
-                    raise LockError(
-                        f"{self.run_dir} is locked by another run (pid {holder.get('pid')} on host "
-                        f"{holder.get('host')}); wait for it to finish, or if it is gone run "
-                        f"`amago-pipe unlock {self.run_dir}`"
-                    ) from None
-                self.took_over = holder
-                self.path.unlink(missing_ok=True)
-                continue
-            with os.fdopen(fd, "w") as f:
-                json.dump(info, f)
-            return
-        raise LockError(f"could not lock {self.run_dir}; run `amago-pipe unlock {self.run_dir}` and try again")
+        with _guard(self.run_dir / RUN_LOCK_GUARD):
+            holder = read_run_lock(self.run_dir)
+            if holder is not None and not lock_is_stale(holder):
+                raise LockError(
+                    f"{self.run_dir} is locked by another run (pid {holder.get('pid')} on host "
+                    f"{holder.get('host')}); wait for it to finish, or if it is gone run "
+                    f"`amago-pipe unlock {self.run_dir}`"
+                )
+            self.took_over = holder
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+            write_atomic(self.path, json.dumps(info))
 
     def release(self) -> None:
         holder = read_run_lock(self.run_dir)

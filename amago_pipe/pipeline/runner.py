@@ -6,6 +6,7 @@ the stages before it. The console is a `Reporter` (see console.py); this module 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -21,10 +22,17 @@ from typing import Any, Protocol
 from amago_pipe.config.base import to_dict
 from amago_pipe.config.loader import LoadedPipeline
 from amago_pipe.config.yaml_io import dump_yaml
-from amago_pipe.errors import AmagoPipeError, ConfigError, Interrupted, StageFailed
-from amago_pipe.pipeline.fingerprint import STAGE_LOG, hash_json, hash_tree
+from amago_pipe.errors import AmagoPipeError, ConfigError, Interrupted, LockError, StageFailed, out_of_space
+from amago_pipe.pipeline.fingerprint import STAGE_LOG, changed_keys, hash_json, hash_tree
 from amago_pipe.pipeline.graph import FORCE_ALL, Selection, select, topological_order
-from amago_pipe.pipeline.lockfile import LockFile, RunLock, StageRecord, lock_is_stale, write_atomic
+from amago_pipe.pipeline.layout import (
+    check_store_placement,
+    default_run_dir,
+    stage_dir,
+    store_elsewhere_warning,
+    superseded_path,
+)
+from amago_pipe.pipeline.lockfile import LockFile, RunLock, StageRecord, alive_here, write_atomic
 from amago_pipe.pipeline.stage import Stage, StageContext
 
 log = logging.getLogger("amago_pipe")
@@ -36,9 +44,13 @@ class Decision:
 
     name: str
     action: str
-    """run | resume | skip | excluded."""
+    """run | resume | skip | excluded | busy (its recorded process still runs it on this host)."""
     reason: str
     record: StageRecord = field(default_factory=StageRecord)
+    resume_at: str = ""
+    """Where a resume continues (e.g. `epoch 9`), when the stage knows."""
+    move_to: Path | None = None
+    """Where a restarting resumable stage's old outputs are moved (they are never deleted)."""
 
 
 class Reporter(Protocol):
@@ -50,10 +62,6 @@ class Reporter(Protocol):
     def stage_finished(self, name: str, record: StageRecord) -> None: ...
     def progress_factory(self) -> Any: ...
     def summary(self, decisions: list[Decision], lock: LockFile) -> None: ...
-
-
-def default_run_dir(loaded: LoadedPipeline) -> Path:
-    return Path("runs") / loaded.config.name
 
 
 class Runner:
@@ -74,10 +82,10 @@ class Runner:
         cfg = self.loaded.config
         return StageContext(
             name=name,
-            out_dir=self.run_dir / "stages" / name,
+            out_dir=stage_dir(self.run_dir, name),
             pipeline=cfg,
             run_dir=self.run_dir,
-            upstream={d: self.run_dir / "stages" / d for d in self.loaded.needs[name]},
+            upstream={d: stage_dir(self.run_dir, d) for d in self.loaded.needs[name]},
             resume=resume,
             seed=(cfg.seed * 1_000_003 + zlib.crc32(name.encode())) % 2**31,
             log=logging.getLogger(f"amago_pipe.stage.{name}"),
@@ -94,19 +102,37 @@ class Runner:
             )
         return impl(stage_cfg, ctx)
 
-    def config_hash(self, name: str) -> str:
+    def stage_config(self, name: str) -> dict[str, Any]:
+        """What identifies a stage's config (as JSON): its fields but `description`, the store and the seed."""
         stage = {k: v for k, v in to_dict(self.loaded.config.stages[name]).items() if k != "description"}
-        return hash_json({"stage": stage, "store": self.loaded.config.store, "seed": self.loaded.config.seed})
+        config = {"stage": stage, "store": self.loaded.config.store, "seed": self.loaded.config.seed}
+        return dict(json.loads(json.dumps(config, default=str)))
 
     def output_hash(self, stage: Stage) -> str:
-        return hash_json({"files": hash_tree(stage.ctx.out_dir), "external": stage.output_fingerprints()})
+        files = hash_tree(stage.ctx.out_dir, exclude=(STAGE_LOG, *type(stage).side_outputs))
+        return hash_json({"files": files, "external": stage.output_fingerprints()})
 
     def decide(self, name: str, lock: LockFile, sel: Selection, rerun: set[str], selected: set[str]) -> Decision:
         """Decide one stage given the stages already chosen to (re-)run upstream."""
+        d = self._decide(name, lock, sel, rerun, selected)
+        out_dir = stage_dir(self.run_dir, name)
+        if (
+            d.action == "run"
+            and out_dir.is_dir()
+            and any(out_dir.iterdir())
+            and getattr(self.loaded.config.stages[name].implementation(), "resumable", False)
+        ):
+            d.move_to = superseded_path(self.run_dir, name)  # e.g. checkpoints: never deleted silently
+        return d
+
+    def _decide(self, name: str, lock: LockFile, sel: Selection, rerun: set[str], selected: set[str]) -> Decision:
         prev = lock.record(name)
         if name not in selected:
             return Decision(name, "excluded", "not selected", prev)
-        new = StageRecord(config_hash=self.config_hash(name))
+        config = self.stage_config(name)
+        new = StageRecord(config_hash=hash_json(config), config=config)
+        if prev.status == "running" and self.rank == 0 and alive_here(prev.host, prev.pid, prev.started):
+            return Decision(name, "busy", f"pid {prev.pid} on this host is still running it", prev)
         up_rerun = [d for d in self.loaded.needs[name] if d in rerun]
         if sel.force in (FORCE_ALL, name):
             return Decision(name, "run", "forced", new)
@@ -122,38 +148,57 @@ class Runner:
         new.input_hashes = stage.input_fingerprints()
         new.upstream = {d: lock.record(d).output_hash for d in self.loaded.needs[name]}
         new.fingerprint = hash_json([new.config_hash, new.input_hashes, new.upstream])
-        status = prev.status
-        if status == "running" and not lock_is_stale({"host": prev.host, "pid": prev.pid}):
-            status = "running"
-        elif status == "running":
-            status = "interrupted"
+        status = "interrupted" if prev.status == "running" else prev.status  # its process is gone
         if status == "never run":
             return Decision(name, "run", "never run", new)
-        if status == "interrupted":
-            resumable = type(stage).resumable and prev.fingerprint == new.fingerprint and stage.ctx.out_dir.is_dir()
-            return Decision(name, "resume" if resumable else "run", "interrupted", new)
-        if status != "done":
-            return Decision(name, "run", f"{status} last time", new)
-        if prev.config_hash != new.config_hash:
-            return Decision(name, "run", "config changed", new)
-        changed = sorted(
+        inputs = sorted(
             k for k in {*prev.input_hashes, *new.input_hashes} if prev.input_hashes.get(k) != new.input_hashes.get(k)
         )
-        if changed:
-            return Decision(name, "run", f"input changed ({', '.join(changed)})", new)
-        changed_up = [d for d in new.upstream if prev.upstream.get(d) != new.upstream[d]]
-        if changed_up:
-            return Decision(name, "run", f"upstream '{changed_up[0]}' output changed", new)
-        if self.output_hash(stage) != prev.output_hash:
-            return Decision(name, "run", "outputs missing or modified", new)
-        return Decision(name, "skip", "unchanged", prev)
+        upstream = [d for d in new.upstream if prev.upstream.get(d) != new.upstream[d]]
+        if status == "done" and prev.config_hash == new.config_hash and not inputs and not upstream:
+            if self.output_hash(stage) != prev.output_hash:
+                return Decision(name, "run", "outputs missing or modified", new)
+            return Decision(name, "skip", "unchanged", prev)
+        keys = None if prev.config_hash != new.config_hash and not prev.config else _shown_keys(prev.config, config)
+        restart = self._restart_reason(stage, status, keys, inputs, upstream)
+        if restart:
+            return Decision(name, "run", restart, new)
+        changed = f"changed: {', '.join(keys or [])}" if keys else ""
+        reason = "; ".join(r for r in ("interrupted" if status == "interrupted" else "", changed) if r)
+        return Decision(name, "resume", reason, new, resume_at=stage.resume_point())
+
+    @staticmethod
+    def _restart_reason(
+        stage: Stage, status: str, keys: list[str] | None, inputs: list[str], upstream: list[str]
+    ) -> str:
+        """Why a stage that ran before must start over; '' when it can resume from its partial output."""
+        if keys is None:
+            return "config changed"
+        unsafe = [k for k in keys if not any(k == s or k.startswith(f"{s}.") for s in type(stage).resume_safe)]
+        if unsafe:
+            return f"config changed ({', '.join(unsafe)})"
+        if inputs:
+            return f"input changed ({', '.join(inputs)})"
+        if upstream:
+            return f"upstream '{upstream[0]}' output changed"
+        if status not in ("done", "interrupted"):
+            return f"{status} last time"
+        if not type(stage).resumable:
+            return "interrupted"
+        if not stage.ctx.out_dir.is_dir():
+            return f"{status}, and its output folder is gone"
+        return stage.resume_blocker()
 
     # ---- running --------------------------------------------------------------------------------
     def run(self, sel: Selection | None = None, *, dry_run: bool = False) -> list[Decision]:
         """Plan (and unless `dry_run`, execute) the selected stages; raise on failure or interrupt."""
         sel = sel or Selection()
         selected = select(self.loaded.needs, sel)
+        check_store_placement(self.loaded, self.run_dir)
         self.reporter.header(self.loaded, self.run_dir)
+        warning = store_elsewhere_warning(self.loaded, self.run_dir)
+        if warning:
+            log.warning(warning)
         if dry_run:
             return self._walk(LockFile.load(self.run_dir), sel, selected, execute=False)
         if self.rank > 0:
@@ -163,8 +208,11 @@ class Runner:
                 log.warning(
                     "took over a stale run lock left by pid %s (no longer running)", run_lock.took_over.get("pid")
                 )
-            write_atomic(self.run_dir / "resolved.yaml", dump_yaml(self.loaded.data))
             lock = LockFile.load(self.run_dir)
+            for name, record in lock.stages.items():  # its lock was removed by `unlock --force`
+                if record.status == "running" and alive_here(record.host, record.pid, record.started):
+                    raise _busy_error(self.run_dir, name, record.pid)
+            write_atomic(self.run_dir / "resolved.yaml", dump_yaml(self.loaded.data))
             with self._signals():
                 try:
                     return self._walk(lock, sel, selected, execute=True)
@@ -178,7 +226,9 @@ class Runner:
             d = self.decide(name, lock, sel, rerun, selected)
             decisions.append(d)
             self.reporter.decision(d)
-            if d.action in ("run", "resume"):
+            if d.action == "busy" and execute:
+                raise _busy_error(self.run_dir, name, d.record.pid)
+            if d.action in ("run", "resume", "busy"):
                 rerun.add(name)
                 if execute:
                     if self.stop_event.is_set():
@@ -194,7 +244,11 @@ class Runner:
             if type(stage).distributed:
                 stage.run()
             return
-        if not resume and ctx.out_dir.exists():
+        if not resume and d.move_to is not None and ctx.out_dir.exists():
+            d.move_to.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(ctx.out_dir, d.move_to)
+            log.info("moved the old outputs of stage '%s' to %s", name, d.move_to)
+        elif not resume and ctx.out_dir.exists():
             shutil.rmtree(ctx.out_dir)
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         stage = self._stage(name, ctx)
@@ -232,7 +286,10 @@ class Runner:
             raise failed from e
         except Exception as e:
             record.status, record.error = "failed", f"{type(e).__name__}: {e}"
-            ctx.log.exception("stage crashed")
+            if out_of_space(e) is None:
+                ctx.log.exception("stage crashed")
+            else:  # a full disk is the user's to fix, not a bug: no traceback (the CLI exits 3)
+                ctx.log.error("stage failed: %s", e)
             raise StageFailed(
                 f"stage '{name}' crashed: {type(e).__name__}: {e}\n"
                 f"full traceback in {ctx.out_dir / STAGE_LOG} (or run with --debug)"
@@ -270,3 +327,15 @@ class Runner:
                     signal.signal(sig, old)
 
         return _Handlers()
+
+
+def _shown_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Changed keys of two `stage_config`s as a user writes them: `logging.log_interval`, `pipeline seed`."""
+    return [k.removeprefix("stage.") if k.startswith("stage.") else f"pipeline {k}" for k in changed_keys(old, new)]
+
+
+def _busy_error(run_dir: Path, name: str, pid: int | None) -> LockError:
+    return LockError(
+        f"stage '{name}' of {run_dir} is still being run by pid {pid} on this host (its run lock was removed); "
+        f"wait for it to finish or stop it (kill {pid}), then run again"
+    )

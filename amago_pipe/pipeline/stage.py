@@ -47,7 +47,8 @@ class StageContext:
     upstream: dict[str, Path]
     """Output folders of the stages this one `needs`, by stage name."""
     resume: bool = False
-    """True when a resumable stage finds its previous, interrupted output in `out_dir`."""
+    """True when a resumable stage continues its previous output in `out_dir` (interrupted, or finished
+    and extended, e.g. more `epochs`)."""
     seed: int = 0
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("amago_pipe.stage"))
     stop_event: threading.Event = field(default_factory=threading.Event)
@@ -91,6 +92,11 @@ class Stage:
     """True when the stage can continue from its own partial output (e.g. checkpoints)."""
     distributed: ClassVar[bool] = False
     """True when every process of a multi-process launch (torchrun/accelerate) runs it; else rank 0 only."""
+    resume_safe: ClassVar[tuple[str, ...]] = ()
+    """Config keys (and their sub-keys) whose change keeps the partial output valid: a resumable stage
+    resumes instead of restarting (e.g. `epochs`, `logging`)."""
+    side_outputs: ClassVar[tuple[str, ...]] = ()
+    """Top-level files or folders of `out_dir` left out of the output hash (logs written by other tools)."""
 
     def __init__(self, config: StageConfig, ctx: StageContext):
         self.config = config
@@ -103,6 +109,14 @@ class Stage:
     def output_fingerprints(self) -> dict[str, str]:
         """Hashes of outputs outside the stage folder (e.g. the store partition it wrote)."""
         return {}
+
+    def resume_point(self) -> str:
+        """Where a resume of the partial output in `out_dir` continues (e.g. `epoch 9`); '' when unknown."""
+        return ""
+
+    def resume_blocker(self) -> str:
+        """Why the partial output cannot be continued under this config (then it restarts); '' when it can."""
+        return ""
 
     def run(self) -> dict[str, Any]:
         """Do the work; return summary metrics (the first one is shown in the summary table)."""

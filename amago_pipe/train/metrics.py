@@ -1,7 +1,7 @@
 """Training metrics: `metrics.jsonl` always, wandb when configured; sections `train/`, `val/`, `buffer/`.
 
-Every line carries the x-axes `step` (gradient steps), `epoch`, `timesteps` and `wall_time`. Imports no
-torch; wandb is imported only when enabled.
+Every line carries the x-axes `step` (gradient steps), `epoch`, `timesteps` and `wall_time` (declared to
+wandb with `define_metric`). Imports no torch; wandb is imported only when enabled.
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from amago_pipe.errors import MissingDependencyError
 
 METRICS_FILE = "metrics.jsonl"
 X_AXES = ("step", "epoch", "timesteps", "wall_time")
+SECTIONS = ("train", "val", "buffer")
+WANDB_SUBDIR = "wandb"
+"""wandb's folder below the output folder (unless WANDB_DIR is set): a side file, not a training output."""
 
 
 class MetricsLogger:
@@ -69,7 +72,7 @@ class MetricsLogger:
         with open(self.path, "a") as f:
             f.write(json.dumps(row, allow_nan=True) + "\n")
         if self._wandb is not None:
-            self._wandb.log({**row}, step=step)
+            self._wandb.log(row)
 
     def close(self) -> None:
         if self._wandb is not None:
@@ -108,13 +111,17 @@ def _start_wandb(
             "logging.wandb is enabled but wandb is not installed; `pip install wandb` or set logging.wandb: disabled"
         ) from e
     init: Any = wandb.init
-    return init(
+    run = init(
         mode=mode,
         project=project,
         entity=entity,
         group=group,
         name=name or None,
         config=config,
-        dir=str(out_dir),
+        dir=os.environ.get("WANDB_DIR") or str(out_dir),
         reinit=True,
     )
+    run.define_metric("step")  # gradient steps: the default x-axis; epoch, timesteps and wall_time the others
+    for name in (*X_AXES[1:], *(f"{section}/*" for section in SECTIONS)):
+        run.define_metric(name, step_metric="step")
+    return run

@@ -1,6 +1,7 @@
 """The `train` stage: train an agent on store partitions; resumable from `checkpoints/latest`, exactly.
 
-Outputs in the stage folder: checkpoints/, policy/*.safetensors, metrics.jsonl, plots/, train_summary.json.
+Outputs in the stage folder: checkpoints/, policy/*.safetensors, metrics.jsonl, plots/, train_summary.json
+(and wandb/ when wandb logs there; it is not part of the stage's outputs).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import AmagoPipeError, StoreFormatError
 from amago_pipe.pipeline.stage import Stage
 from amago_pipe.store import TrajectoryStore
+from amago_pipe.train.metrics import WANDB_SUBDIR
 
 SUMMARY_FILE = "train_summary.json"
 
@@ -23,6 +25,8 @@ class TrainStage(Stage):
     Config = TrainStageConfig
     resumable = True
     distributed = True  # under torchrun / accelerate launch every rank trains; rank 0 writes the outputs
+    resume_safe = ("epochs", "ckpt_interval", "keep_last", "logging", "validate")  # model, optimiser, data unchanged
+    side_outputs = (WANDB_SUBDIR,)
     config: TrainStageConfig
 
     def open_store(self) -> TrajectoryStore:
@@ -41,6 +45,28 @@ class TrainStage(Stage):
             return {f"partition:{p}": store.fingerprint(p) if p in known else "missing" for p in self.config.partitions}
         except AmagoPipeError:
             return {"store": "missing"}
+
+    def _trained_epochs(self) -> int | None:
+        """Epochs completed by the checkpoint a resume would load; None when there is none."""
+        from amago_pipe.train import checkpoint as ckpt
+
+        found = ckpt.resolve(self.ctx.out_dir / "checkpoints" / ckpt.LATEST)
+        if found is None:
+            return None
+        try:
+            return int(json.loads((found / "state.json").read_text())["state"]["epoch"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # damaged: the resume itself reports it
+
+    def resume_point(self) -> str:
+        epochs = self._trained_epochs()
+        return f"epoch {epochs}" if epochs is not None else ""
+
+    def resume_blocker(self) -> str:
+        epochs = self._trained_epochs()
+        if epochs is not None and epochs > self.config.epochs:
+            return f"epochs {self.config.epochs} is below the {epochs} epochs its checkpoint has trained"
+        return ""
 
     def run(self) -> dict[str, Any]:
         from amago_pipe.train.learner import Learner, LearnerHooks
