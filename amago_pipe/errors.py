@@ -5,6 +5,10 @@ Leaf module: imports nothing from the package. The CLI maps these to exit codes 
 
 from __future__ import annotations
 
+import errno
+import re
+from pathlib import Path
+
 
 class AmagoPipeError(Exception):
     """Base of every error a user can cause; printed as one message, no traceback."""
@@ -37,6 +41,50 @@ class StoreFormatError(AmagoPipeError):
     """A trajectory store is missing, damaged, or of an unsupported format version."""
 
     exit_code = 3
+
+
+class OutOfSpaceError(AmagoPipeError):
+    """A write failed for lack of space (disk full, quota, file-size limit); what it wrote was removed."""
+
+    exit_code = 3
+
+
+OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""errno values meaning "no room to write": device full, quota exceeded, file-size limit (RLIMIT_FSIZE)."""
+OUT_OF_SPACE_HINT = "free some disk space (or raise the quota / file-size limit) and run again"
+_OS_ERROR = re.compile(r"os error (\d+)")
+
+
+def out_of_space(e: BaseException | None) -> BaseException | None:
+    """The error in `e`'s chain (`e` itself or a cause) that says a write ran out of space, or None.
+
+    Recognises OSError's errno and the `(os error N)` text of I/O errors raised by Rust extensions (safetensors).
+    """
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in OUT_OF_SPACE:
+            return e
+        code = _OS_ERROR.search(str(e))
+        if code and int(code.group(1)) in OUT_OF_SPACE:
+            return e
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def out_of_space_error(path: str | Path | None, cause: BaseException, *, kept: str = "") -> OutOfSpaceError:
+    """The one-line OutOfSpaceError for a write to `path` that failed with `cause` (`kept`: what is still intact)."""
+    found = out_of_space(cause) or cause
+    number = found.errno if isinstance(found, OSError) else None
+    if number is None and (code := _OS_ERROR.search(str(found))):
+        number = int(code.group(1))
+    reason = {errno.EFBIG: "file size limit reached", errno.EDQUOT: "disk quota exceeded"}.get(
+        number or 0, "no space left on device"
+    )
+    where = f"{path}: " if path else ""
+    return OutOfSpaceError(
+        f"{where}out of space while writing ({reason}){f'; {kept}' if kept else ''}; {OUT_OF_SPACE_HINT}"
+    )
 
 
 class MissingDependencyError(AmagoPipeError):

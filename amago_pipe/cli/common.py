@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from amago_pipe.errors import AmagoPipeError
+from amago_pipe.errors import OUT_OF_SPACE_HINT, AmagoPipeError, OutOfSpaceError, out_of_space, out_of_space_error
 
 
 @dataclass
@@ -59,6 +59,8 @@ class AmagoGroup(click.Group):
         except AmagoPipeError as e:
             if debug:
                 raise
+            if e.exit_code != OutOfSpaceError.exit_code and out_of_space(e.__cause__):  # a stage crashed on it
+                error_exit(f"{str(e).splitlines()[0]}; {OUT_OF_SPACE_HINT}", OutOfSpaceError.exit_code)
             error_exit(str(e), e.exit_code)
         except KeyboardInterrupt:
             if debug:
@@ -69,5 +71,7 @@ class AmagoGroup(click.Group):
         except OSError as e:
             if debug:
                 raise
+            if out_of_space(e) is not None:
+                error_exit(str(out_of_space_error(e.filename, e)), OutOfSpaceError.exit_code)
             error_exit(f"{e.strerror or e}: {e.filename}" if getattr(e, "filename", None) else str(e), 1)
         return None

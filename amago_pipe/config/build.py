@@ -163,16 +163,52 @@ def _build_dataclass(cls: type, data: Any, problems: Problems, path: str) -> Any
         if name not in data and f.default is _MISSING and f.default_factory is _MISSING:
             problems.add(join(path, name), f"missing required key '{name}' ({expected(hints[name])})")
             ok = False
-    if not ok:
-        return None
-    try:
-        return cls(**kwargs)
-    except FieldError as e:
-        problems.add(join(path, e.field), str(e))
-        return None
-    except (ValueError, TypeError, ConfigError) as e:
-        problems.add(path, str(e))
-        return None
+    if ok:
+        try:
+            return cls(**kwargs)
+        except FieldError:
+            pass  # reported below, with the other checks of the same config
+        except (ValueError, TypeError, ConfigError) as e:
+            problems.add(path, str(e))
+            return None
+    _check_fields(cls, kwargs, problems, path)
+    return None
+
+
+def _check_fields(cls: type, kwargs: dict[str, Any], problems: Problems, path: str) -> None:
+    """Report every FieldError of `cls.__post_init__` on the fields that converted, not only the first.
+
+    Runs the checks on an unconstructed instance: a field that failed (or was flagged) takes its default,
+    so the checks after it still run; they stop at one that reads a required field that is missing.
+    """
+    post_init = getattr(cls, "__post_init__", None)
+    if post_init is None:
+        return
+    defaults: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not _MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not _MISSING:
+            defaults[f.name] = f.default_factory()
+    values, flagged = {**defaults, **kwargs}, set()
+    while True:
+        probe: Any = object.__new__(cls)
+        for name, value in values.items():
+            object.__setattr__(probe, name, value)
+        try:
+            post_init(probe)
+            return
+        except FieldError as e:
+            key = e.field.split(".")[0]
+            if key in flagged:
+                return
+            flagged.add(key)
+            problems.add(join(path, e.field), str(e))
+            if key not in defaults:
+                return
+            values[key] = defaults[key]
+        except Exception:  # a check that needs a field which failed to convert
+            return
 
 
 def _config_name(cls: type) -> str:

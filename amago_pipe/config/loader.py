@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from amago_pipe.config.build import Problems, build
-from amago_pipe.config.pipeline import STAGE_NAME, PipelineConfig
+from amago_pipe.config.build import Problems, build, describe
+from amago_pipe.config.pipeline import PipelineConfig, name_problem
 from amago_pipe.config.yaml_io import load_yaml, parse_scalar
 from amago_pipe.errors import ConfigError, did_you_mean
 
@@ -48,15 +48,18 @@ def load_pipeline(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
     problems = Problems(locate)
     for dup_path, message in duplicates:
         problems.add(dup_path, message)
+    if data is None:
+        problems.add("", "the file is empty; a pipeline needs at least `version: 1`, `name:` and `stages:`")
+        problems.raise_if_any()
     if not isinstance(data, dict):
-        problems.add("", f"expected a mapping with keys version, name, stages; the file holds {type(data).__name__}")
+        problems.add("", f"expected a mapping with keys version, name, stages; the file holds {describe(data)}")
         problems.raise_if_any()
     for item in overrides:
         key_path = apply_override(data, item)
         set_paths[key_path] = item
     data = resolve_references(data, problems)
     cfg = build(PipelineConfig, data, problems)
-    needs = check_graph(cfg, data, problems) if cfg is not None else {}
+    needs = check_graph(data.get("stages"), problems)
     problems.raise_if_any()
     assert cfg is not None  # problems were raised otherwise
     return LoadedPipeline(cfg, data, path, needs)
@@ -140,27 +143,35 @@ def resolve_references(data: dict[str, Any], problems: Problems) -> dict[str, An
     return resolved
 
 
-def check_graph(cfg: PipelineConfig, data: dict[str, Any], problems: Problems) -> dict[str, list[str]]:
-    """Resolve each stage's `needs` (default: the previous stage); report bad names and cycles."""
-    names = list(cfg.stages)
+def check_graph(stages: Any, problems: Problems) -> dict[str, list[str]]:
+    """Resolve each stage's `needs` (default: the previous stage); report bad names and cycles.
+
+    Reads the plain `stages:` data, so these problems are reported even when a stage's own fields are wrong.
+    """
+    if not isinstance(stages, dict):
+        return {}  # reported by `build`
+    names = list(stages)
+    known = [str(n) for n in names]
     needs: dict[str, list[str]] = {}
     for i, name in enumerate(names):
-        if not STAGE_NAME.match(name):
-            problems.add(f"stages.{name}", f"stage name '{name}' must be letters, digits, '_' or '-'")
-        declared = cfg.stages[name].needs
-        deps = list(declared) if declared is not None else ([names[i - 1]] if i > 0 else [])
+        problem = name_problem(name, "stage name")
+        if problem:
+            problems.add(f"stages.{name}", problem)
+        entry = stages[name]
+        declared = entry.get("needs") if isinstance(entry, dict) else None
+        deps = declared if isinstance(declared, list) else ([names[i - 1]] if i > 0 else [])
         for j, dep in enumerate(deps):
             if dep == name:
                 problems.add(f"stages.{name}.needs.{j}", f"stage '{name}' cannot need itself")
-            elif dep not in cfg.stages:
+            elif isinstance(dep, str) and dep not in stages:
                 problems.add(
                     f"stages.{name}.needs.{j}",
-                    f"unknown stage '{dep}' (stages: {', '.join(names)}){did_you_mean(dep, names)}",
+                    f"unknown stage '{dep}' (stages: {', '.join(known)}){did_you_mean(dep, known)}",
                 )
-        needs[name] = [d for d in deps if d in cfg.stages and d != name]
+        needs[name] = [d for d in deps if isinstance(d, str) and d in stages and d != name]
     cycle = find_cycle(needs)
     if cycle:
-        problems.add(f"stages.{cycle[0]}.needs", f"dependency cycle: {' -> '.join(cycle)}")
+        problems.add(f"stages.{cycle[0]}.needs", f"dependency cycle: {' -> '.join(map(str, cycle))}")
     if not names:
         problems.add("stages", "a pipeline needs at least one stage")
     return needs

@@ -5,11 +5,25 @@ from __future__ import annotations
 import re
 
 from amago_pipe.config.base import config
-from amago_pipe.config.build import FieldError
+from amago_pipe.config.build import FieldError, describe
 from amago_pipe.config.stages import StageConfig
 
 FORMAT_VERSION = 1
-STAGE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+NAME_MAX = 64
+"""Longest pipeline or stage name: each names a folder, and suffixes are added to some of them."""
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def name_problem(name: object, what: str) -> str:
+    """Why `name` cannot be a pipeline or stage name (each names a folder); '' when it can. `what`: "stage name"."""
+    rule = f"use 1 to {NAME_MAX} ASCII letters (a-z, A-Z), digits, '-' or '_', starting with a letter or '_'"
+    if not isinstance(name, str):
+        return f"{what} {describe(name)} is not a string; {rule}"
+    if len(name) > NAME_MAX:
+        return f"{what} '{name[:16]}...' is {len(name)} characters long; {rule}"
+    if not _NAME.fullmatch(name):
+        return f"{what} '{name}' is not allowed; {rule}"
+    return ""
 
 
 @config
@@ -34,5 +48,6 @@ class PipelineConfig:
             raise FieldError(
                 "version", f"version {self.version} is not supported by this amago-pipe (supported: {FORMAT_VERSION})"
             )
-        if not STAGE_NAME.match(self.name):
-            raise FieldError("name", f"'{self.name}' must be letters, digits, '_' or '-' (it names the run directory)")
+        problem = name_problem(self.name, "pipeline name")
+        if problem:
+            raise FieldError("name", f"{problem} (it names the run directory)")

@@ -2,15 +2,18 @@
 
 Layout under a stage's `checkpoints/`: `latest/` (every epoch), `epoch_NNNN/` (every `ckpt_interval`), each
 with `model.safetensors`, `optimizer.safetensors` and `state.json`. Tensors go to safetensors, the rest to
-JSON; nothing is pickled. Imports torch and safetensors, never the pipeline or the CLI.
+JSON; nothing is pickled. A writer works in `.tmp-<name>-<pid>` and renames; what a killed writer left is
+removed by the next save (or resume). Imports torch and safetensors, never the pipeline or the CLI.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from amago_pipe.errors import DataError, StoreFormatError
+from amago_pipe.errors import DataError, StoreFormatError, out_of_space, out_of_space_error
 
 CHECKPOINT_FORMAT = 1
 """Version of the checkpoint layout; a newer one is refused with a clear message."""
@@ -143,39 +146,68 @@ def save_checkpoint(
     state: TrainingState,
     meta: dict[str, Any],
 ) -> None:
-    """Write a full checkpoint to `directory` atomically (a temp folder renamed into place)."""
+    """Write a full checkpoint to `directory` atomically (a temp folder renamed into place).
+
+    On failure nothing is left behind and the previous checkpoint stays readable; OutOfSpaceError (one line
+    naming `directory`) when the disk, a quota or the file-size limit is full.
+    """
     directory = Path(directory)
-    tmp = directory.parent / f"{TMP_PREFIX}{directory.name}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    save_file({k: v.detach().cpu().contiguous() for k, v in model.items()}, str(tmp / "model.safetensors"))
-    opt_tensors, opt_meta = optimizer_to_flat(optimizer)
-    rng_tensors, rng_meta = rng_state()
-    save_file({**opt_tensors, **rng_tensors}, str(tmp / "optimizer.safetensors"))
-    doc = {
-        "format": CHECKPOINT_FORMAT,
-        "state": state.to_json(),
-        "optimizer": opt_meta,
-        "scheduler": scheduler,
-        "rng": rng_meta,
-        "meta": meta,
-    }
-    _write_json(tmp / "state.json", doc)
-    replace_dir(tmp, directory)
+    clean_debris(directory.parent)
+    tmp = _tmp_path(directory)
+    with _writing(directory, tmp):
+        tmp.mkdir(parents=True)
+        save_file({k: v.detach().cpu().contiguous() for k, v in model.items()}, str(tmp / "model.safetensors"))
+        opt_tensors, opt_meta = optimizer_to_flat(optimizer)
+        rng_tensors, rng_meta = rng_state()
+        save_file({**opt_tensors, **rng_tensors}, str(tmp / "optimizer.safetensors"))
+        doc = {
+            "format": CHECKPOINT_FORMAT,
+            "state": state.to_json(),
+            "optimizer": opt_meta,
+            "scheduler": scheduler,
+            "rng": rng_meta,
+            "meta": meta,
+        }
+        _write_json(tmp / "state.json", doc)
+        replace_dir(tmp, directory)
 
 
 def replace_dir(new: Path, target: Path) -> None:
     """Move folder `new` to `target`, replacing it; a crash leaves either the old or the new folder readable."""
-    old = target.parent / f"{TMP_PREFIX}old-{target.name}"
-    if old.exists():
-        shutil.rmtree(old)
+    old = _old_path(target)
     if target.exists():
+        if old.exists():  # a stale copy: `target` is the readable one
+            shutil.rmtree(old)
         os.replace(target, old)
-    os.replace(new, target)
+    os.replace(new, target)  # an `old` left by a crash mid-replace stays until `target` is back
     if old.exists():
         shutil.rmtree(old)
     _fsync_dir(target.parent)
+
+
+def clean_debris(folder: Path) -> list[Path]:
+    """Delete what killed writers left in `folder`; return the deleted paths.
+
+    That is every `.tmp-<name>-<pid>` whose process is gone (or is this one: it is not writing now) and every
+    `.tmp-old-<name>` copy whose `<name>` is back. An old copy whose `<name>` is missing is kept: `resolve`
+    reads it, and the next save of `<name>` replaces it.
+    """
+    folder = Path(folder)
+    deleted: list[Path] = []
+    if not folder.is_dir():
+        return deleted
+    for path in folder.iterdir():
+        if not path.name.startswith(TMP_PREFIX):
+            continue
+        rest = path.name[len(TMP_PREFIX) :]
+        name, _, pid = rest.rpartition("-")
+        if rest.startswith("old-"):
+            doomed = (folder / rest[len("old-") :]).exists()
+        else:
+            doomed = bool(name) and pid.isdigit() and not _other_process_alive(int(pid))
+        if doomed and _remove(path):
+            deleted.append(path)
+    return deleted
 
 
 def resolve(directory: Path) -> Path | None:
@@ -247,24 +279,82 @@ def check_shapes(expected: dict[str, torch.Tensor], found: dict[str, torch.Tenso
 
 
 def save_weights(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
-    """Write a safetensors file atomically (temp file + rename)."""
+    """Write a safetensors file atomically (temp file + rename); OutOfSpaceError as `save_checkpoint`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{path.name}-{os.getpid()}"
-    save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
-    os.replace(tmp, path)
+    clean_debris(path.parent)
+    tmp = _tmp_path(path)  # a folder: safetensors writes a temp file of its own beside the file it writes
+    with _writing(path, tmp):
+        tmp.mkdir()
+        save_file(
+            {k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp / path.name), metadata=metadata
+        )
+        os.replace(tmp / path.name, path)
+        tmp.rmdir()
 
 
 def prune(directory: Path, pattern: str, keep: int) -> list[Path]:
-    """Delete all but the newest `keep` entries matching `pattern` (sorted by name); return the deleted ones."""
+    """Delete all but the newest `keep` entries matching `pattern` (sorted by name); return the deleted ones.
+
+    Each is first renamed to a temp name, so a kill mid-delete leaves debris for `clean_debris`, not a
+    half-deleted checkpoint.
+    """
     entries = sorted(Path(directory).glob(pattern))
     doomed = entries[:-keep] if keep > 0 else entries
     for p in doomed:
-        if p.is_dir():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
+        tmp = _tmp_path(p)
+        os.replace(p, tmp)
+        _remove(tmp)
     return doomed
+
+
+def _tmp_path(target: Path) -> Path:
+    """Where this process writes `target` before renaming it into place (`.tmp-<name>-<pid>`)."""
+    return target.parent / f"{TMP_PREFIX}{target.name}-{os.getpid()}"
+
+
+def _old_path(target: Path) -> Path:
+    """Where `replace_dir` keeps the previous `target` until the new one is in place."""
+    return target.parent / f"{TMP_PREFIX}old-{target.name}"
+
+
+@contextlib.contextmanager
+def _writing(target: Path, tmp: Path) -> Iterator[None]:
+    """Remove `tmp` when the write into it fails; a failure for lack of space becomes OutOfSpaceError."""
+    _remove(tmp)
+    try:
+        yield
+    except BaseException as e:
+        _remove(tmp)
+        if isinstance(e, Exception) and out_of_space(e) is not None:
+            kept = "the previous version is kept" if resolve(target) or target.is_file() else ""
+            raise out_of_space_error(target, e, kept=kept) from e
+        raise
+
+
+def _remove(path: Path) -> bool:
+    """Delete a file or folder if it exists (another process may be deleting it too); True when it was there."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _other_process_alive(pid: int) -> bool:
+    """Whether `pid` is a running process other than this one (on this host)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _write_json(path: Path, doc: dict[str, Any]) -> None:

@@ -66,7 +66,13 @@ class Learner:
 
     # ---- resume -------------------------------------------------------------------------------
     def resume(self) -> bool:
-        """Load `checkpoints/latest` if there is one (model, optimiser, RNG, sampler, counters)."""
+        """Load `checkpoints/latest` if there is one (model, optimiser, RNG, sampler, counters).
+
+        First removes what a killed run left half-written (rank 0; the other ranks only read).
+        """
+        if self.rt.is_main:
+            ckpt.clean_debris(self.ckpt_dir)
+            ckpt.clean_debris(self.policy_dir)
         found = ckpt.resolve(self.ckpt_dir / ckpt.LATEST)
         if found is None:
             return False
@@ -228,7 +234,8 @@ class Learner:
         ckpt.prune(self.policy_dir, "epoch_*.safetensors", cfg.keep_last)
         targets = [self.ckpt_dir / ckpt.LATEST]
         if epoch % cfg.ckpt_interval == 0 or epoch == cfg.epochs:
-            targets.append(self.ckpt_dir / f"epoch_{epoch:04d}")
+            # before `latest`: a kill in between resumes from the previous `latest` and writes this one again
+            targets.insert(0, self.ckpt_dir / f"epoch_{epoch:04d}")
         for directory in targets:
             ckpt.save_checkpoint(
                 directory,

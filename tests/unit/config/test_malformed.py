@@ -24,7 +24,8 @@ CASES: list[tuple[str, str, list[str]]] = [
         ["p.yaml:", "YAML syntax error"],
     ),
     ("tabs for indentation", HEAD + "stages:\n\ta: {type: x}\n", ["p.yaml:4", "tabs"]),
-    ("empty file", "", ["expected a mapping with keys version, name, stages"]),
+    ("empty file", "", ["p.yaml: <root>: the file is empty", "`version: 1`, `name:` and `stages:`"]),
+    ("only comments", "# nothing yet\n", ["the file is empty"]),
     ("top level is a list", "- a\n- b\n", ["expected a mapping"]),
     (
         "missing name",
@@ -50,7 +51,7 @@ CASES: list[tuple[str, str, list[str]]] = [
     (
         "bad name",
         "version: 1\nname: my demo!\nstages:\n  a: {type: " + EMIT + "}\n",
-        ["p.yaml:2: name: 'my demo!' must be"],
+        ["p.yaml:2: name: pipeline name 'my demo!' is not allowed; use 1 to 64 ASCII letters"],
     ),
     ("stages is a list", HEAD + "stages:\n  - {type: " + EMIT + "}\n", ["p.yaml:3: stages: expected a mapping"]),
     (
@@ -117,7 +118,11 @@ CASES: list[tuple[str, str, list[str]]] = [
         HEAD + "stages:\n  a: {type: " + EMIT + "}\n  a: {type: " + EMIT + "}\n",
         ["p.yaml:5: stages.a: duplicate key 'a' (first defined on line 4)"],
     ),
-    ("bad stage name", HEAD + "stages:\n  'my stage': {type: " + EMIT + "}\n", ["stage name 'my stage' must be"]),
+    (
+        "bad stage name",
+        HEAD + "stages:\n  'my stage': {type: " + EMIT + "}\n",
+        ["stage name 'my stage' is not allowed; use 1 to 64 ASCII letters (a-z, A-Z), digits, '-' or '_'"],
+    ),
     (
         "unknown reference",
         HEAD + "store: runs/${nme}/store.zarr\nstages:\n  a: {type: " + EMIT + "}\n",
