@@ -12,6 +12,7 @@ import numpy as np
 
 from amago_pipe.errors import DataError, MissingDependencyError
 from amago_pipe.spec import ActionSpec
+from amago_pipe.store.format import storable_dtype
 
 REQUIRED = ("observations", "actions", "rewards", "terminals")
 """Arrays a D4RL file must have (`timeouts`, `next_observations` and `infos/*` are optional)."""
@@ -78,6 +79,8 @@ def check_layout(f: Any, *, where: str, info_keys: list[str]) -> tuple[int, dict
                 f"remove it from info_keys or pick one of those"
             )
         names[full] = full
+    for name in names.values():
+        storable_dtype(f[name].dtype, f"{where}: {name}")
     n = int(f["observations"].shape[0]) if f["observations"].ndim else 0
     if n == 0:
         raise DataError(f"{where}: the dataset is empty (observations has 0 rows); expected at least one transition")

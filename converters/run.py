@@ -1,12 +1,12 @@
 """Run one conversion into a store partition: atomic, idempotent, checked, reported.
 
 The only place converters meet the store (`TrajectoryStore.writer(atomic=True)`); a failed or interrupted
-conversion leaves the partition as it was. numpy + the store; no torch, no click.
+conversion leaves the partition as it was and removes only what it wrote. Conversions of one source running
+at once settle on one copy. numpy + the store; no torch, no click.
 """
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +20,7 @@ from amago_pipe.errors import DataError, Interrupted
 
 if TYPE_CHECKING:
     from amago_pipe.config.convert import ConvertStageConfig
-    from amago_pipe.store import Episode, TrajectoryStore
+    from amago_pipe.store import Episode, SegmentInfo, TrajectoryStore
 
 READ_AHEAD = 2
 """Episodes read ahead in a background thread while the store compresses and writes."""
@@ -94,56 +94,88 @@ def _run(
     progress: Progress | None,
     should_stop: Callable[[], bool] | None,
 ) -> None:
-    from amago_pipe.store import TrajectoryStore
+    from amago_pipe.store.leftovers import discard_if_unused
 
-    existed = TrajectoryStore.exists(store_url)
-    store = _open_store(store_url, info, existed)
+    store = _open_store(store_url, info)
     try:
-        same, older = _previous_segments(store, config.partition, info)
-        if same and not config.force:
-            _mark_skipped(report, same)
-            return
-        attrs = {
-            "source_fingerprint": info.fingerprint,
-            "source": info.name,
-            "converter": config.source,
-            "env_name": info.env_name,
-        }
-        with store.writer(config.partition, atomic=True, attrs=attrs) as writer:
-            _write_episodes(converter, config, writer, report, progress, should_stop)
-        replaced = same + older
-        if replaced:
-            store.drop_segments(config.partition, [s.id for s in replaced])
-            report.replaced_segments = [s.id for s in replaced]
-            report.adjust(
-                "replaced_previous_conversion",
-                f"{len(replaced)} segment(s) written earlier from this source "
-                + ("(forced)" if same else "(its content or the conversion options changed)")
-                + " were dropped after the new data was committed",
-                count_episode=False,
-            )
+        _write(store, converter, info, config, report, progress, should_stop)
     except BaseException:
-        if not existed:
-            _remove_new_store(store_url)
+        if store.created:  # only ever what this process wrote: the store stays if anyone else wrote to it
+            discard_if_unused(store)
         raise
+
+
+def _write(
+    store: TrajectoryStore,
+    converter: Converter,
+    info: SourceInfo,
+    config: ConvertStageConfig,
+    report: ConversionReport,
+    progress: Progress | None,
+    should_stop: Callable[[], bool] | None,
+) -> None:
+    from amago_pipe.store.format import segment_origin
+
+    same, older = _previous_segments(store, config.partition, info)
+    if same and not config.force:
+        _mark_skipped(report, _keep_one(store, config.partition, same) or same[0])
+        return
+    attrs = {
+        "source_fingerprint": info.fingerprint,
+        "source": info.name,
+        "converter": config.source,
+        "env_name": info.env_name,
+    }
+    with store.writer(config.partition, atomic=True, attrs=attrs) as writer:
+        _write_episodes(converter, config, writer, report, progress, should_stop)
+    replaced = same + older
+    if replaced:
+        store.drop_segments(config.partition, [s.id for s in replaced])
+        report.replaced_segments = [s.id for s in replaced]
+        report.adjust(
+            "replaced_previous_conversion",
+            f"{len(replaced)} segment(s) written earlier from this source "
+            + ("(forced)" if same else "(its content or the conversion options changed)")
+            + " were dropped after the new data was committed",
+            count_episode=False,
+        )
+    earlier = {s.id for s in replaced}
+    concurrent = [s for s in store.segments(config.partition) if s.attrs.get("source") == info.name]
+    kept = _keep_one(store, config.partition, [s for s in concurrent if s.id not in earlier])
+    mine = writer.sealed[-1].id
+    if kept is None or segment_origin(kept.id) != segment_origin(mine):  # a fifo capacity may have trimmed ours
+        report.adjust(
+            "converted_concurrently",
+            f"another conversion of this source into '{config.partition}' ran at the same time and committed "
+            f"segment {kept.id if kept else '(replaced since)'}; this conversion's copy ({mine}) was dropped so "
+            "the partition holds the source once",
+            count_episode=False,
+        )
+        report.finish("skipped")
+        return
     report.finish("converted")
 
 
-def _open_store(store_url: str | Path, info: SourceInfo, existed: bool) -> TrajectoryStore:
+def _open_store(store_url: str | Path, info: SourceInfo) -> TrajectoryStore:
     from amago_pipe.store import TrajectoryStore
+    from amago_pipe.store.format import segment_fields
 
+    try:
+        segment_fields(info.spec)
+    except DataError as e:
+        raise DataError(f"{info.name}: {e}; nothing was written") from e
     try:
         return TrajectoryStore.create(store_url, info.spec, exist_ok=True)
     except DataError as e:
-        if not existed:
-            raise
         raise DataError(
             f"{info.name} cannot go into store {store_url}: {e}. Convert into a new store (another --store path), "
             f"or change the conversion options (e.g. info_keys) so the data matches the store"
         ) from e
 
 
-def _previous_segments(store: TrajectoryStore, partition: str, info: SourceInfo) -> tuple[list[Any], list[Any]]:
+def _previous_segments(
+    store: TrajectoryStore, partition: str, info: SourceInfo
+) -> tuple[list[SegmentInfo], list[SegmentInfo]]:
     """Segments of `partition` from this exact source+options, and from the same source with other content/options."""
     if partition not in store.partitions():
         return [], []
@@ -153,13 +185,24 @@ def _previous_segments(store: TrajectoryStore, partition: str, info: SourceInfo)
     return same, older
 
 
-def _mark_skipped(report: ConversionReport, previous: list[Any]) -> None:
-    report.episodes = sum(int(s.episodes) for s in previous)
-    report.timesteps = sum(int(s.timesteps) for s in previous)
+def _keep_one(store: TrajectoryStore, partition: str, copies: list[SegmentInfo]) -> SegmentInfo | None:
+    """Keep the copy with the smallest id and drop the others: conversions of one source that ran at once
+    all settle on the same copy, whichever finishes first, so the partition holds the source once."""
+    if not copies:
+        return None
+    kept = min(copies, key=lambda s: s.id)
+    extra = [s.id for s in copies if s.id != kept.id]
+    if extra:
+        store.drop_segments(partition, extra)
+    return kept
+
+
+def _mark_skipped(report: ConversionReport, previous: SegmentInfo) -> None:
+    report.episodes, report.timesteps = int(previous.episodes), int(previous.timesteps)
     report.adjust(
         "already_converted",
-        f"this source (fingerprint {report.source_fingerprint}) is already in the partition "
-        f"({len(previous)} segment(s)); nothing was written — use force (CLI: --force) to convert it again",
+        f"this source (fingerprint {report.source_fingerprint}) is already in the partition (segment "
+        f"{previous.id}); nothing was written — use force (CLI: --force) to convert it again",
         count_episode=False,
     )
     report.finish("skipped")
@@ -226,10 +269,3 @@ def _no_steps(report: ConversionReport, index: int) -> NoReturn:
         f"{report.source}: episode {index} has no steps (T=0; expected T >= 1); skip such episodes with "
         f"`filters: {{min_length: 1}}` (CLI: --filter min_length=1) or choose others with `episodes:`"
     )
-
-
-def _remove_new_store(store_url: str | Path) -> None:
-    """Remove a local store this conversion created, so a failed first conversion leaves nothing behind."""
-    path = Path(store_url)
-    if "://" not in str(store_url) and path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)

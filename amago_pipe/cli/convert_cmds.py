@@ -72,8 +72,9 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
 def convert() -> None:
     """Convert a dataset (Minari, D4RL HDF5, AMAGO buffer) into a trajectory store partition.
 
-    Conversions are atomic (a failure leaves the partition unchanged) and idempotent (the same source
-    into the same partition is a no-op unless --force). Each prints a report of what it found and changed.
+    Conversions are atomic (a failure leaves the partition unchanged and removes only what it wrote) and
+    idempotent (the same source into the same partition is a no-op unless --force; conversions of one source
+    running at once keep one copy). Each prints a report of what it found and changed.
     """
 
 

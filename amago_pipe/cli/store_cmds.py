@@ -26,15 +26,37 @@ def store() -> None:
 @click.argument("path")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 def inspect_cmd(path: str, as_json: bool) -> None:
-    """Partitions, counts, sizes, return histograms and the data spec of the store at PATH."""
+    """Partitions, counts, sizes, return histograms and the data spec of the store at PATH.
+
+    Also checks segment metadata and chunk presence (as `verify --fast`): exits non-zero when a sealed
+    segment is damaged, and lists unsealed segments left by writers that died.
+    """
     from amago_pipe.store import TrajectoryStore
     from amago_pipe.store.tools import describe_store
 
     data = describe_store(TrajectoryStore.open(path))
     if as_json:
         click.echo(json.dumps(data, indent=2))
-        return
-    _print_description(data)
+    else:
+        _print_description(data)
+        _print_findings(data["findings"], path)
+    damaged = [f for f in data["findings"] if f["status"] == "damaged"]
+    if damaged:
+        raise StoreFormatError(
+            f"{path}: {len(damaged)} damaged segment(s), e.g. {damaged[0]['partition']}/{damaged[0]['segment']}: "
+            f"{damaged[0]['detail']}; run `amago-pipe store verify {path} --quarantine` to move them aside"
+        )
+
+
+def _print_findings(findings: list[dict[str, Any]], path: str) -> None:
+    hints = {
+        "damaged": f"`amago-pipe store verify {path} --quarantine` moves it aside",
+        "abandoned": f"the next write to the partition, or `amago-pipe store verify {path} --quarantine`, removes it",
+        "in-progress": "left alone while its writer may still run",
+        "stray": f"`amago-pipe store verify {path} --quarantine` removes it",
+    }
+    for f in findings:
+        click.echo(f"{f['status']:<11} {f['partition']}/{f['segment']}: {f['detail']}; {hints.get(f['status'], '')}")
 
 
 def _print_description(data: dict[str, Any]) -> None:
@@ -130,18 +152,27 @@ def verify_cmd(path: str, quarantine: bool, fast: bool, as_json: bool) -> None:
 @store.command("evict")
 @click.argument("path")
 @click.option("--partition", required=True, help="Partition to trim (protected partitions are refused).")
-@click.option("--max-timesteps", type=click.IntRange(min=0), required=True, help="Timesteps to keep at most.")
+@click.option(
+    "--max-timesteps",
+    type=click.IntRange(min=0),
+    required=True,
+    help="Timesteps to keep at most (whole episodes: the newest that fit).",
+)
 def evict_cmd(path: str, partition: str, max_timesteps: int) -> None:
-    """Remove the oldest whole segments of a partition until at most N timesteps remain."""
+    """Remove the oldest episodes of a partition until at most --max-timesteps timesteps remain.
+
+    Granularity is the episode: each is kept or removed whole, so an episode longer than the limit goes.
+    Older segments are dropped whole; the segment at the boundary is rewritten with its newest episodes.
+    """
     from amago_pipe.store import TrajectoryStore
 
     store_ = TrajectoryStore.open(path)
-    before = len(store_.segments(partition))
+    before = store_.partition_info(partition)
     removed = store_.evict(partition, max_timesteps)
     after = store_.partition_info(partition)
     click.echo(
-        f"evicted {removed} timesteps ({before - after.segments} segments) from '{partition}'; "
-        f"{after.timesteps} timesteps in {after.segments} segments remain"
+        f"evicted {removed} timesteps ({before.episodes - after.episodes} episodes) from '{partition}'; "
+        f"{after.timesteps} timesteps in {after.episodes} episodes ({after.segments} segments) remain"
     )
 
 

@@ -41,15 +41,27 @@ class LocalBackend:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
 
-    def write_atomic(self, key: str, data: bytes) -> None:
-        """Write a whole file so that readers see either nothing or all of it."""
+    def write_atomic(self, key: str, data: bytes, *, exclusive: bool = False) -> bool:
+        """Write a whole file so that readers see either nothing or all of it. exclusive=True: only when the
+        file does not exist yet (of writers racing, exactly one gets True)."""
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f".tmp-{uuid.uuid4().hex}-{path.name}"
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
-            os.replace(tmp, path)
+            if not exclusive:
+                os.replace(tmp, path)
+                return True
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            except OSError:  # no hard links on this filesystem: check, then rename (best effort)
+                if path.exists():
+                    return False
+                os.replace(tmp, path)
+            return True
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -64,14 +76,35 @@ class LocalBackend:
     def is_dir(self, key: str) -> bool:
         return self._path(key).is_dir()
 
-    def delete(self, key: str) -> None:
-        """Remove a file or a whole tree; missing is fine (another process may have removed it)."""
+    def is_file(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def files(self, key: str = "") -> list[str]:
+        """Keys of every file below `key`, relative to the store root."""
+        out: list[str] = []
+        for dirpath, _, names in os.walk(self._path(key)):
+            rel = Path(dirpath).relative_to(self.root).as_posix()
+            out.extend(name if rel == "." else f"{rel}/{name}" for name in names)
+        return sorted(out)
+
+    def delete(self, key: str) -> bool:
+        """Remove a file or a whole tree; missing is fine (another process may have removed it). True when this
+        call removed the file (of processes racing to remove one file, exactly one gets True)."""
         path = self._path(key)
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            return True
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def prune_dirs(self) -> None:
+        """Remove empty directories, the root included (directories holding anything are left alone)."""
+        for dirpath, _, _ in sorted(os.walk(self.root), key=lambda w: -len(w[0])):
+            with contextlib.suppress(OSError):
+                os.rmdir(dirpath)
 
     def move(self, src: str, dst: str) -> None:
         target = self._path(dst)
@@ -128,8 +161,12 @@ class FsspecBackend:
         except (FileNotFoundError, IsADirectoryError):
             return None
 
-    def write_atomic(self, key: str, data: bytes) -> None:
+    def write_atomic(self, key: str, data: bytes, *, exclusive: bool = False) -> bool:
+        """Object stores make each put atomic; `exclusive` is best effort here (check, then put)."""
+        if exclusive and self.exists(key):
+            return False
         self.fs.pipe_file(self._path(key), data)
+        return True
 
     def list_dir(self, key: str) -> list[str]:
         try:
@@ -141,9 +178,26 @@ class FsspecBackend:
     def is_dir(self, key: str) -> bool:
         return bool(self.fs.isdir(self._path(key)))
 
-    def delete(self, key: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
+    def is_file(self, key: str) -> bool:
+        return bool(self.fs.isfile(self._path(key)))
+
+    def files(self, key: str = "") -> list[str]:
+        try:
+            found = self.fs.find(self._path(key))
+        except FileNotFoundError:
+            return []
+        return sorted(str(p)[len(self.root) + 1 :] for p in found)
+
+    def delete(self, key: str) -> bool:
+        """Remove a file or a tree; True when it existed (best effort: object stores have no exclusive delete)."""
+        try:
             self.fs.rm(self._path(key), recursive=True)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def prune_dirs(self) -> None:
+        """Object stores have no empty directories to remove."""
 
     def move(self, src: str, dst: str) -> None:
         self.fs.mv(self._path(src), self._path(dst), recursive=True)

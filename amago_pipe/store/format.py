@@ -38,6 +38,8 @@ DEFAULT_CODEC = "lz4"
 CHUNK_TARGET_BYTES = 1 << 20
 """Uncompressed bytes per chunk along the time axis (features are never split)."""
 MAX_CHUNK_ROWS = 1 << 16
+STORABLE_KINDS = "biuf"
+"""numpy dtype kinds a segment array may have: bool, signed and unsigned integers, floats."""
 PartitionKind = Literal["protected", "fifo", "plain"]
 PARTITION_KINDS: tuple[str, ...] = ("protected", "fifo", "plain")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -100,9 +102,11 @@ def check_kind(kind: str) -> PartitionKind:
     return kind  # type: ignore[return-value]
 
 
-def new_segment_id() -> str:
-    """`<time_ns>-<pid>-<random>`: ids sort by creation time, so FIFO eviction drops the oldest first."""
-    return f"{time.time_ns():019d}-{os.getpid() % 10_000_000:07d}-{secrets.token_hex(3)}"
+def new_segment_id(created_ns: int | None = None) -> str:
+    """`<time_ns>-<pid>-<random>`: ids sort by creation time, so FIFO eviction drops the oldest first.
+    `created_ns` backdates the id (a trimmed segment keeps the place of the one it replaces)."""
+    stamp = time.time_ns() if created_ns is None else created_ns
+    return f"{stamp:019d}-{os.getpid() % 10_000_000:07d}-{secrets.token_hex(3)}"
 
 
 def is_segment_id(name: str) -> bool:
@@ -118,6 +122,11 @@ def segment_created(segment_id: str) -> float:
 def segment_pid(segment_id: str) -> int | None:
     m = _SEGMENT_ID_RE.match(segment_id)
     return int(m.group(2)) if m else None
+
+
+def segment_origin(segment_id: str) -> str:
+    """`<time_ns>-<pid>`: what a segment shares with the copies this process trimmed from it (see eviction)."""
+    return segment_id.rsplit("-", 1)[0] if _SEGMENT_ID_RE.match(segment_id) else segment_id
 
 
 def writer_info() -> dict[str, Any]:
@@ -170,6 +179,17 @@ def check_root_attrs(attrs: dict[str, Any], where: str) -> dict[str, Any]:
         raise StoreFormatError(
             f"{where}: unknown codec {info.get('codec')!r} in the store attributes (known: {', '.join(CODECS)})"
         )
+    if not isinstance(info.get("spec"), dict):
+        raise StoreFormatError(
+            f"{where}/zarr.json: root attribute '{ROOT_ATTR}' has no data spec ('spec'); the store's metadata is "
+            "damaged — restore zarr.json from a copy of the store, or convert the data into a new store"
+        )
+    try:
+        segment_fields(DataSpec.from_json(info["spec"]))
+    except DataError as e:
+        raise StoreFormatError(
+            f"{where}/zarr.json: the stored data spec is unusable ({e}); convert the data into a new store"
+        ) from e
     return info
 
 
@@ -194,9 +214,12 @@ def segment_fields(spec: DataSpec) -> dict[str, FieldSpec]:
     action, reward and flags that follow it; the last row of each episode holds obs_T and zero padding."""
     fields: dict[str, FieldSpec] = {}
     for key, arr in spec.observations.items():
-        fields[f"obs/{key}"] = FieldSpec(f"obs/{key}", tuple(arr.shape), np.dtype(arr.dtype))
+        dt = storable_dtype(arr.dtype, f"observations['{key}']")
+        fields[f"obs/{key}"] = FieldSpec(f"obs/{key}", tuple(arr.shape), dt)
     for key, arr in spec.goals.items():
-        fields[f"goals/{key}"] = FieldSpec(f"goals/{key}", tuple(arr.shape), np.dtype(arr.dtype))
+        fields[f"goals/{key}"] = FieldSpec(
+            f"goals/{key}", tuple(arr.shape), storable_dtype(arr.dtype, f"goals['{key}']")
+        )
     fields["actions"] = FieldSpec("actions", tuple(spec.action.shape), np.dtype(spec.action.dtype))
     fields["rewards"] = FieldSpec("rewards", (), np.dtype(np.float32))
     fields["terminated"] = FieldSpec("terminated", (), np.dtype(np.bool_))
@@ -210,6 +233,23 @@ def segment_fields(spec: DataSpec) -> dict[str, FieldSpec]:
     return fields
 
 
+def storable_dtype(dtype: Any, what: str) -> np.dtype[Any]:
+    """`dtype` as a numpy dtype if the store can hold it (bool, integers, floats); DataError naming `what` otherwise."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise DataError(
+            f"{what}: dtype {dtype!r} is not a numpy dtype; the store holds bool, integer and float arrays"
+        ) from e
+    if dt.kind not in STORABLE_KINDS or dt.fields is not None:
+        kind = {"S": "byte strings", "U": "unicode strings", "O": "Python objects", "V": "raw/structured records"}
+        raise DataError(
+            f"{what}: dtype {dt.str} ({kind.get(dt.kind, 'not a plain number')}) cannot be stored; the store holds "
+            "bool, integer and float arrays — convert the data to numbers first, or leave this key out"
+        )
+    return dt
+
+
 def chunk_rows(row_bytes: int, expected_rows: int | None = None) -> int:
     """Rows per chunk: a power of two near CHUNK_TARGET_BYTES, no larger than the expected segment."""
     rows = max(1, CHUNK_TARGET_BYTES // max(1, row_bytes))
@@ -220,13 +260,14 @@ def chunk_rows(row_bytes: int, expected_rows: int | None = None) -> int:
 
 
 def compressors(codec: str) -> Any:
-    """zarr v3 compressor list for a codec name (blosc with byte shuffle; lz4 by default, or zstd level 3)."""
-    from zarr.codecs import BloscCodec
+    """zarr v3 compressor list for a codec name (blosc with byte shuffle; lz4 by default, or zstd level 3),
+    each chunk ending in a crc32c checksum so that reads detect damaged chunks."""
+    from zarr.codecs import BloscCodec, Crc32cCodec
 
     if codec == "none":
-        return None
+        return [Crc32cCodec()]
     if codec == "zstd":
-        return [BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")]
+        return [BloscCodec(cname="zstd", clevel=3, shuffle="shuffle"), Crc32cCodec()]
     if codec == "lz4":
-        return [BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")]
+        return [BloscCodec(cname="lz4", clevel=5, shuffle="shuffle"), Crc32cCodec()]
     raise DataError(f"unknown codec {codec!r} (known: {', '.join(CODECS)}){did_you_mean(codec, CODECS)}")

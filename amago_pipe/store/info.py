@@ -91,7 +91,10 @@ class SegmentMarker:
                 attrs=dict(doc.get("attrs") or {}),
             )
         except (ValueError, KeyError, TypeError) as e:
-            raise StoreFormatError(f"{where}: unreadable seal marker ({e!r}); run `amago-pipe store verify`") from e
+            raise StoreFormatError(
+                f"{where}: unreadable seal marker ({e!r}); run `amago-pipe store verify STORE --quarantine` "
+                "to move the segment aside"
+            ) from e
         if int(doc.get("format_version", 1)) > FORMAT_VERSION:
             raise StoreFormatError(
                 f"{where}: segment format {doc['format_version']} is newer than supported ({FORMAT_VERSION})"

@@ -1,5 +1,8 @@
 """Reading sealed segments: open a segment's arrays, load it whole, read rows, rebuild its Episodes.
 
+Every open checks the segment's metadata and chunk listing and every read its chunks' checksums, so damage
+is a DataError naming the segment and the fix, never zeros or a traceback.
+
 numpy + zarr only; must not import torch or click.
 """
 
@@ -10,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amago_pipe.errors import StoreFormatError
+from amago_pipe.errors import DataError
 from amago_pipe.store.episode import Episode
 from amago_pipe.store.format import marker_key, segment_key
 from amago_pipe.store.info import SegmentMarker
@@ -20,30 +23,81 @@ if TYPE_CHECKING:
 
 BLOCK_BYTES = 64 << 20
 """Rows are read in blocks of about this many uncompressed bytes when iterating episodes."""
+EPISODE_META = ("env_name", "source", "meta")
+"""Per-episode lists a sealed segment keeps in its group attributes under "episodes"."""
 
 
 class SegmentVanished(Exception):
     """A sealed segment disappeared (evicted or dropped) while it was being read."""
 
 
-def open_segment(store: TrajectoryStore, partition: str, segment_id: str) -> tuple[Any, dict[str, Any]]:
-    """The segment's zarr group and its arrays by field name; SegmentVanished when it is gone."""
+def damaged(store: TrajectoryStore, partition: str, segment_id: str, detail: str) -> DataError:
+    """The error every read of a damaged sealed segment raises: which segment, what is wrong, the fix."""
+    return DataError(
+        f"{store.url}: segment {partition}/{segment_id} is damaged: {detail}; run "
+        f"`amago-pipe store verify {store.url} --quarantine` to move it aside (its episodes are then left out)"
+    )
+
+
+def segment_problem(store: TrajectoryStore, marker: SegmentMarker) -> tuple[str | None, Any, dict[str, Any]]:
+    """(problem or None, group, arrays by field) of a sealed segment, from metadata and chunk listings only.
+
+    A problem is: the group or an array missing or unreadable, the episode table gone from the group's
+    attributes, an array of the wrong shape or dtype, or chunks missing (zarr would read them as zeros).
+    """
     import zarr
 
-    key = segment_key(partition, segment_id)
+    partition, sid, rows = marker.info.partition, marker.info.id, marker.info.rows
     try:
-        group = zarr.open_group(store.backend.zarr_store(), path=key, mode="r")
-        arrays = {name: group[name] for name in store.fields}
-    except (FileNotFoundError, KeyError) as e:
-        if not store.backend.exists(marker_key(partition, segment_id)):
-            raise SegmentVanished(key) from e
-        raise StoreFormatError(
-            f"{store.url}/{key}: sealed segment is missing arrays ({e}); run `amago-pipe store verify`"
-        ) from e
-    except Exception as e:  # zarr raises its own errors for a missing node
-        if not store.backend.exists(marker_key(partition, segment_id)):
-            raise SegmentVanished(key) from e
-        raise
+        group = zarr.open_group(store.backend.zarr_store(), path=segment_key(partition, sid), mode="r")
+    except Exception as e:  # zarr raises its own errors for a missing or malformed node
+        return f"segment group missing or unreadable ({type(e).__name__}: {e})", None, {}
+    attrs = dict(group.attrs)
+    table = attrs.get("episodes")
+    if (
+        attrs.get("rows") != rows
+        or not isinstance(table, dict)
+        or any(not isinstance(table.get(k), list) or len(table[k]) != marker.info.episodes for k in EPISODE_META)
+    ):
+        return "the segment metadata (zarr.json attributes) lost its row count or episode table", group, {}
+    arrays: dict[str, Any] = {}
+    for name, f in store.fields.items():
+        try:
+            arr = group[name]
+        except Exception as e:
+            return f"array '{name}' missing ({type(e).__name__})", group, arrays
+        if not isinstance(arr, zarr.Array):
+            return f"'{name}' is a group, expected an array", group, arrays
+        expected = (rows, *f.shape)
+        if tuple(arr.shape) != expected or np.dtype(arr.dtype) != f.dtype:
+            return f"array '{name}' is {tuple(arr.shape)} {arr.dtype}, expected {expected} {f.dtype}", group, arrays
+        present = _chunks_present(store, f"{segment_key(partition, sid)}/{name}", arr)
+        if present != arr.nchunks:
+            return f"array '{name}' has {present} of {arr.nchunks} chunks", group, arrays
+        arrays[name] = arr
+    return None, group, arrays
+
+
+def _chunks_present(store: TrajectoryStore, key: str, arr: Any) -> int:
+    """How many chunks of `arr` (stored under `key`) exist: one directory listing for the flat chunk keys
+    segments are written with (`c.<i>.0...`), zarr's own (slower) count otherwise."""
+    grid = tuple(arr.cdata_shape)
+    names = [arr.metadata.chunk_key_encoding.encode_chunk_key((i,) + (0,) * (len(grid) - 1)) for i in range(grid[0])]
+    if any(g != 1 for g in grid[1:]) or any("/" in n for n in names):
+        return int(arr.nchunks_initialized)
+    listed = set(store.backend.list_dir(key))
+    return sum(n in listed for n in names)
+
+
+def open_segment(store: TrajectoryStore, marker: SegmentMarker) -> tuple[Any, dict[str, Any]]:
+    """The segment's zarr group and its arrays by field name, checked by `segment_problem` (once per open).
+
+    SegmentVanished when it is gone (evicted meanwhile); DataError naming the segment when it is damaged.
+    """
+    problem, group, arrays = segment_problem(store, marker)
+    if problem is not None:
+        check_still_sealed(store, marker.info.partition, marker.info.id)
+        raise damaged(store, marker.info.partition, marker.info.id, problem)
     return group, arrays
 
 
@@ -54,39 +108,49 @@ def check_still_sealed(store: TrajectoryStore, partition: str, segment_id: str) 
         raise SegmentVanished(segment_key(partition, segment_id))
 
 
+def read_field(store: TrajectoryStore, marker: SegmentMarker, name: str, array: Any, selection: Any) -> np.ndarray:
+    """`array[selection]` (array `name`, or its `.oindex`) as numpy; DataError naming the segment when a chunk
+    fails to decode or its checksum does not match, SegmentVanished when the segment was evicted meanwhile."""
+    try:
+        return np.asarray(array[selection])
+    except MemoryError:
+        raise
+    except Exception as e:
+        check_still_sealed(store, marker.info.partition, marker.info.id)
+        raise damaged(store, marker.info.partition, marker.info.id, decode_problem(name, e)) from e
+
+
+def decode_problem(name: str, error: Exception) -> str:
+    """What a failed chunk read says about array `name`."""
+    if "checksum" in str(error):
+        return f"array '{name}' fails to decode (a chunk fails its crc32c checksum: its file changed on disk)"
+    return f"array '{name}' fails to decode ({type(error).__name__}: {error})"
+
+
 def load_segment(store: TrajectoryStore, marker: SegmentMarker) -> dict[str, np.ndarray]:
     """Every array of a segment, decompressed: (rows, ...) per field."""
-    partition, sid = marker.info.partition, marker.info.id
-    _, arrays = open_segment(store, partition, sid)
-    data = {name: np.asarray(arr[:]) for name, arr in arrays.items()}
-    for name, value in data.items():
-        if len(value) != marker.info.rows:
-            raise StoreFormatError(
-                f"{store.url}/{segment_key(partition, sid)}/{name}: {len(value)} rows, marker says {marker.info.rows}; "
-                "run `amago-pipe store verify`"
-            )
-    check_still_sealed(store, partition, sid)
+    _, arrays = open_segment(store, marker)
+    data = read_block(store, marker, arrays, 0, marker.info.rows)
+    check_still_sealed(store, marker.info.partition, marker.info.id)
     return data
 
 
-def read_rows(arrays: dict[str, Any], rows: np.ndarray) -> dict[str, np.ndarray]:
+def read_rows(
+    store: TrajectoryStore, marker: SegmentMarker, arrays: dict[str, Any], rows: np.ndarray
+) -> dict[str, np.ndarray]:
     """Rows at arbitrary (sorted or not, repeated or not) indices of each array; only touched chunks are read."""
     uniq, inverse = np.unique(rows, return_inverse=True)
-    out = {}
-    for name, arr in arrays.items():
-        block = np.asarray(arr.oindex[uniq])
-        out[name] = block[inverse]
-    return out
+    return {name: read_field(store, marker, name, arr.oindex, uniq)[inverse] for name, arr in arrays.items()}
 
 
 def iter_segment_episodes(store: TrajectoryStore, marker: SegmentMarker) -> Iterator[Episode]:
     """Rebuild a segment's episodes in order, reading about BLOCK_BYTES at a time."""
     partition, sid = marker.info.partition, marker.info.id
-    group, arrays = open_segment(store, partition, sid)
-    env_names, sources, metas = episode_meta(group, marker.info.episodes)
+    group, arrays = open_segment(store, marker)
+    env_names, sources, metas = episode_meta(group)
     offsets, lengths = marker.row_offsets, marker.lengths
     for first, last, lo, hi in episode_blocks(store, marker):
-        block = {name: np.asarray(arr[lo:hi]) for name, arr in arrays.items()}
+        block = read_block(store, marker, arrays, lo, hi)
         check_still_sealed(store, partition, sid)
         for e in range(first, last):
             a, length = int(offsets[e]) - lo, int(lengths[e])
@@ -95,12 +159,21 @@ def iter_segment_episodes(store: TrajectoryStore, marker: SegmentMarker) -> Iter
             )
 
 
-def episode_blocks(store: TrajectoryStore, marker: SegmentMarker) -> Iterator[tuple[int, int, int, int]]:
-    """(first episode, end episode, first row, end row) of consecutive episodes spanning about BLOCK_BYTES."""
+def read_block(
+    store: TrajectoryStore, marker: SegmentMarker, arrays: dict[str, Any], lo: int, hi: int
+) -> dict[str, np.ndarray]:
+    """Rows [lo, hi) of every array."""
+    return {name: read_field(store, marker, name, arr, slice(lo, hi)) for name, arr in arrays.items()}
+
+
+def episode_blocks(
+    store: TrajectoryStore, marker: SegmentMarker, first: int = 0
+) -> Iterator[tuple[int, int, int, int]]:
+    """(first episode, end episode, first row, end row) of consecutive episodes from episode `first` on,
+    each block spanning about BLOCK_BYTES."""
     offsets, lengths = marker.row_offsets, marker.lengths
     row_bytes = max(1, sum(f.row_bytes for f in store.fields.values()))
     block_rows = max(1, BLOCK_BYTES // row_bytes)
-    first = 0
     while first < marker.info.episodes:
         last = first + 1
         while last < marker.info.episodes and offsets[last] + lengths[last] + 1 - offsets[first] <= block_rows:
@@ -109,14 +182,10 @@ def episode_blocks(store: TrajectoryStore, marker: SegmentMarker) -> Iterator[tu
         first = last
 
 
-def episode_meta(group: Any, episodes: int) -> tuple[list[str], list[str], list[dict[str, Any]]]:
-    """Per-episode env names, sources and metadata stored in a segment's attributes."""
-    meta = dict(group.attrs).get("episodes") or {}
-    return (
-        list(meta.get("env_name") or [""] * episodes),
-        list(meta.get("source") or [""] * episodes),
-        list(meta.get("meta") or [{}] * episodes),
-    )
+def episode_meta(group: Any) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """Per-episode env names, sources and metadata stored in a segment's attributes (checked by `open_segment`)."""
+    meta = dict(group.attrs)["episodes"]
+    return list(meta["env_name"]), list(meta["source"]), list(meta["meta"])
 
 
 def _episode_from_block(

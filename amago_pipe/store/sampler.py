@@ -15,7 +15,7 @@ import numpy as np
 
 from amago_pipe.errors import ConfigError, DataError, StoreFormatError, did_you_mean
 from amago_pipe.store.cache import SegmentCache
-from amago_pipe.store.info import WindowBatch
+from amago_pipe.store.info import SegmentMarker, WindowBatch
 from amago_pipe.store.reader import SegmentVanished, check_still_sealed, load_segment, open_segment, read_rows
 from amago_pipe.store.windows import MODES, PartitionIndex
 
@@ -243,7 +243,7 @@ class WindowSampler:
             by_segment.setdefault((int(plan["partition"][b]), int(idx.seg_of_ep[plan["episode"][b]])), []).append(b)
         for (p, s), windows in by_segment.items():
             idx = indexes[p]
-            sid = idx.ids[s]
+            sid, marker = idx.ids[s], idx.markers[s]
             pieces, spans = [], []
             for b in windows:
                 first = int(idx.row_in_seg[plan["episode"][b]] + plan["start"][b])
@@ -251,7 +251,7 @@ class WindowSampler:
                 has_prev = int(plan["start"][b] > 0)
                 pieces.append(np.arange(first - has_prev, first + n_obs))
                 spans.append((b, has_prev, n_obs))
-            data = read_rows(self._arrays(idx.name, sid), np.concatenate(pieces))
+            data = read_rows(self.store, marker, self._arrays(marker), np.concatenate(pieces))
             check_still_sealed(self.store, idx.name, sid)
             cursor = 0
             for b, has_prev, n_obs in spans:
@@ -269,12 +269,13 @@ class WindowSampler:
                         getattr(batch, name)[b, :n_steps] = value[o : o + n_steps]
                 cursor = o + n_obs
 
-    def _arrays(self, partition: str, segment_id: str) -> dict[str, Any]:
-        key = f"{partition}/{segment_id}"
+    def _arrays(self, marker: SegmentMarker) -> dict[str, Any]:
+        """The arrays of a cold segment, opened (and checked) once while it stays among the OPEN_SEGMENTS."""
+        key = f"{marker.info.partition}/{marker.info.id}"
         if key in self._open:
             self._open.move_to_end(key)
             return self._open[key]
-        _, arrays = open_segment(self.store, partition, segment_id)
+        _, arrays = open_segment(self.store, marker)
         self._open[key] = arrays
         if len(self._open) > OPEN_SEGMENTS:
             self._open.popitem(last=False)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amago_pipe.errors import DataError
+from amago_pipe.errors import DataError, StoreFormatError
 from amago_pipe.store.episode import Episode
 from amago_pipe.store.format import (
     FieldSpec,
@@ -25,6 +25,7 @@ from amago_pipe.store.format import (
     writer_info,
 )
 from amago_pipe.store.info import SegmentInfo, SegmentMarker
+from amago_pipe.store.reader import check_still_sealed, episode_blocks, episode_meta, open_segment, read_block
 
 if TYPE_CHECKING:
     from amago_pipe.store.zarr_store import TrajectoryStore
@@ -170,8 +171,32 @@ class SegmentBuilder:
         for buf in self.buffers.values():
             buf.write(whole_chunks_only=True)
 
+    def add_segment(self, src: TrajectoryStore, marker: SegmentMarker, first_episode: int = 0) -> None:
+        """Append the episodes of a sealed segment of `src` from `first_episode` on, in blocks of whole episodes."""
+        group, arrays = open_segment(src, marker)
+        env_names, sources, metas = episode_meta(group)
+        for first, last, lo, hi in episode_blocks(src, marker, first_episode):
+            self.add_block(
+                read_block(src, marker, arrays, lo, hi),
+                marker.lengths[first:last].tolist(),
+                marker.time_starts[first:last].tolist(),
+                marker.returns[first:last].tolist(),
+                env_names[first:last],
+                sources[first:last],
+                metas[first:last],
+            )
+        check_still_sealed(src, marker.info.partition, marker.info.id)
+
     def seal(self) -> SegmentMarker:
-        """Write the remaining rows and the episode metadata, then the marker (last). Returns the marker."""
+        """Write the remaining rows and the episode metadata, then the marker (last). Returns the marker.
+
+        StoreFormatError (nothing committed) when the store was removed meanwhile, e.g. by a failed first
+        conversion that saw no other writer yet."""
+        if not self.store.backend.exists("zarr.json"):
+            raise StoreFormatError(
+                f"{self.store.url}: the store was removed while segment {self.id} was being written; nothing was "
+                "committed — write again (the store is created anew)"
+            )
         for buf in self.buffers.values():
             buf.write(whole_chunks_only=False)
             if buf.written != self.rows:
@@ -227,6 +252,8 @@ class SegmentWriter:
         self.timesteps_added = 0
         self._builder: SegmentBuilder | None = None
         self._closed = False
+        if atomic:  # the unsealed segment exists from the start: other processes see this writer at work
+            self._builder = SegmentBuilder(store, partition, attrs=self.attrs)
 
     def __enter__(self) -> SegmentWriter:
         return self

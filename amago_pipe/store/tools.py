@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 
 from amago_pipe.errors import DataError
-from amago_pipe.store.format import marker_key
 from amago_pipe.store.info import SegmentMarker
-from amago_pipe.store.reader import SegmentVanished, episode_blocks, episode_meta, open_segment
+from amago_pipe.store.reader import SegmentVanished
 from amago_pipe.store.segments import SegmentBuilder
 from amago_pipe.store.zarr_store import TrajectoryStore
 
@@ -35,7 +34,11 @@ def return_histogram(returns: np.ndarray, bins: int = HISTOGRAM_BINS) -> dict[st
 
 
 def describe_store(store: TrajectoryStore) -> dict[str, Any]:
-    """Everything `store inspect` shows, as JSON-able data: format, spec, partitions, return histograms."""
+    """Everything `store inspect` shows, as JSON-able data: format, spec, partitions, return histograms, and
+    the findings of a fast `verify` (damaged segments, unsealed ones of dead or running writers)."""
+    from amago_pipe.store.verify import verify_store
+
+    checked = verify_store(store, deep=False)
     partitions: dict[str, Any] = {}
     for name in store.partitions():
         info = store.partition_info(name).to_json()
@@ -55,6 +58,8 @@ def describe_store(store: TrajectoryStore) -> dict[str, Any]:
         "fingerprint": store.fingerprint(),
         "partitions": partitions,
         "total": totals,
+        "ok": checked.ok,
+        "findings": [f.__dict__ for f in checked.findings],
     }
 
 
@@ -112,25 +117,11 @@ def copy_store(src: TrajectoryStore, dst_url: str | Path, partitions: list[str] 
 
 
 def _copy_segment(src: TrajectoryStore, dst: TrajectoryStore, marker: SegmentMarker) -> None:
-    """Re-encode one segment into `dst` under the same id, in blocks of whole episodes."""
+    """Re-encode one segment into `dst` under the same id."""
     info = marker.info
-    group, arrays = open_segment(src, info.partition, info.id)
-    env_names, sources, metas = episode_meta(group, info.episodes)
     builder = SegmentBuilder(dst, info.partition, segment_id=info.id, expected_rows=info.rows, attrs=info.attrs)
     try:
-        for first, last, lo, hi in episode_blocks(src, marker):
-            rows = {name: np.asarray(arr[lo:hi]) for name, arr in arrays.items()}
-            builder.add_block(
-                rows,
-                marker.lengths[first:last].tolist(),
-                marker.time_starts[first:last].tolist(),
-                marker.returns[first:last].tolist(),
-                env_names[first:last],
-                sources[first:last],
-                metas[first:last],
-            )
-        if not src.backend.exists(marker_key(info.partition, info.id)):
-            raise SegmentVanished(info.id)
+        builder.add_segment(src, marker)
         sealed = builder.seal()
     except BaseException:
         builder.abort()

@@ -1,15 +1,14 @@
 """`verify_store`: check every sealed segment, find unsealed leftovers of dead writers, optionally quarantine.
 
-A sealed segment is damaged when its marker is unreadable, an array is missing, of the wrong shape or
-dtype, has missing chunks, fails to decompress, or its rewards disagree with the marker's returns.
+A sealed segment is damaged when its marker is unreadable, its metadata lost the episode table, an array is
+missing, of the wrong shape or dtype, has missing chunks, fails to decompress or to match its checksum, or its
+rewards disagree with the marker's returns.
 numpy + zarr only; must not import torch or click.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -17,15 +16,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from amago_pipe.errors import StoreFormatError
-from amago_pipe.store.format import (
-    marker_key,
-    quarantine_key,
-    sealed_key,
-    segment_key,
-    segment_pid,
-    segments_key,
-)
+from amago_pipe.store.format import marker_key, quarantine_key, sealed_key, segment_key
 from amago_pipe.store.info import SegmentMarker
+from amago_pipe.store.leftovers import unsealed_segments, writer_state
+from amago_pipe.store.reader import decode_problem, segment_problem
 
 if TYPE_CHECKING:
     from amago_pipe.store.zarr_store import TrajectoryStore
@@ -81,24 +75,21 @@ def verify_store(store: TrajectoryStore, *, quarantine: bool = False, deep: bool
     and delete unsealed segments whose writer is dead. `deep` decompresses every chunk."""
     report = VerifyReport(store.url)
     for partition in store.partitions():
-        sealed = _verify_sealed(store, partition, report, quarantine=quarantine, deep=deep)
-        _find_unsealed(store, partition, sealed, report, clean=quarantine)
+        _verify_sealed(store, partition, report, quarantine=quarantine, deep=deep)
+        _find_unsealed(store, partition, report, clean=quarantine)
     return report
 
 
 def _verify_sealed(
     store: TrajectoryStore, partition: str, report: VerifyReport, *, quarantine: bool, deep: bool
-) -> set[str]:
-    names = store.backend.list_dir(sealed_key(partition))
-    sealed: set[str] = set()
-    for name in names:
+) -> None:
+    for name in store.backend.list_dir(sealed_key(partition)):
         if name.startswith("."):
             _stray(store, partition, name, report, clean=quarantine)
             continue
         if not name.endswith(".json"):
             continue
         sid = name[:-5]
-        sealed.add(sid)
         problem, marker = _check_segment(store, partition, sid, deep=deep)
         if problem is None and marker is not None:
             report.segments += 1
@@ -111,15 +102,12 @@ def _verify_sealed(
         if quarantine:
             _quarantine(store, partition, sid, finding)
         report.findings.append(finding)
-    return sealed
 
 
 def _check_segment(
     store: TrajectoryStore, partition: str, sid: str, *, deep: bool
 ) -> tuple[str | None, SegmentMarker | None]:
     """(problem or None, marker). Never raises for damage; returns a description instead."""
-    import zarr
-
     raw = store.backend.read_bytes(marker_key(partition, sid))
     if raw is None:
         return None, None  # dropped while we looked: not damage
@@ -127,33 +115,18 @@ def _check_segment(
         marker = SegmentMarker.from_json(raw, marker_key(partition, sid))
     except StoreFormatError as e:
         return f"seal marker: {e}", None
-    try:
-        group = zarr.open_group(store.backend.zarr_store(), path=segment_key(partition, sid), mode="r")
-    except Exception as e:
-        return f"segment group missing or unreadable ({type(e).__name__}: {e})", marker
-    for name, f in store.fields.items():
-        try:
-            arr: Any = group[name]
-        except Exception as e:
-            return f"array '{name}' missing ({type(e).__name__})", marker
-        if not isinstance(arr, zarr.Array):
-            return f"'{name}' is a group, expected an array", marker
-        expected = (marker.info.rows, *f.shape)
-        if tuple(arr.shape) != expected or np.dtype(arr.dtype) != f.dtype:
-            return f"array '{name}' is {tuple(arr.shape)} {arr.dtype}, expected {expected} {f.dtype}", marker
-        if arr.nchunks_initialized != arr.nchunks:
-            return f"array '{name}' has {arr.nchunks_initialized} of {arr.nchunks} chunks", marker
-        if deep:
-            problem = _read_all(arr, name)
-            if problem:
-                return problem, marker
-    if deep:
-        rewards_array: Any = group["rewards"]
-        rewards = np.asarray(rewards_array[:], dtype=np.float32)
-        ends = np.cumsum(marker.lengths + 1)
-        sums = np.asarray([np.sum(r[:-1], dtype=np.float64) for r in np.split(rewards, ends[:-1])])
-        if len(sums) != len(marker.returns) or not np.array_equal(sums, marker.returns):
-            return "rewards disagree with the episode returns in the seal marker", marker
+    problem, _, arrays = segment_problem(store, marker)
+    if problem is not None or not deep:
+        return problem, marker
+    for name, arr in arrays.items():
+        problem = _read_all(arr, name)
+        if problem:
+            return problem, marker
+    rewards = np.asarray(arrays["rewards"][:], dtype=np.float32)
+    ends = np.cumsum(marker.lengths + 1)
+    sums = np.asarray([np.sum(r[:-1], dtype=np.float64) for r in np.split(rewards, ends[:-1])])
+    if len(sums) != len(marker.returns) or not np.array_equal(sums, marker.returns):
+        return "rewards disagree with the episode returns in the seal marker", marker
     return None, marker
 
 
@@ -163,7 +136,7 @@ def _read_all(arr: Any, name: str) -> str | None:
         for lo in range(0, arr.shape[0], chunk * 16):
             arr[lo : lo + chunk * 16]
     except Exception as e:
-        return f"array '{name}' fails to decode ({type(e).__name__}: {e})"
+        return decode_problem(name, e)
     return None
 
 
@@ -179,52 +152,18 @@ def _quarantine(store: TrajectoryStore, partition: str, sid: str, finding: Findi
     finding.action = "quarantined"
 
 
-def _find_unsealed(
-    store: TrajectoryStore, partition: str, sealed: set[str], report: VerifyReport, *, clean: bool
-) -> None:
-    for sid in store.backend.list_dir(segments_key(partition)):
-        if (
-            sid in sealed
-            or sid.startswith(".")
-            or sid == "zarr.json"
-            or store.backend.exists(marker_key(partition, sid))
-        ):
-            continue
-        if not store.backend.is_dir(segment_key(partition, sid)):
-            continue
-        alive, who = _writer_alive(store, partition, sid)
-        if alive:
-            report.findings.append(Finding(partition, sid, "in-progress", f"unsealed; writer {who} is running"))
+def _find_unsealed(store: TrajectoryStore, partition: str, report: VerifyReport, *, clean: bool) -> None:
+    for sid in unsealed_segments(store, partition):
+        state, who = writer_state(store, partition, sid, id_pid_is_local=True)
+        if state != "dead":
+            detail = f"writer {who} is running" if state == "alive" else f"writer {who}"
+            report.findings.append(Finding(partition, sid, "in-progress", f"unsealed; {detail}"))
             continue
         finding = Finding(partition, sid, "abandoned", f"unsealed; writer {who} is gone (ignored by readers)")
         if clean:
             store.backend.delete(segment_key(partition, sid))
             finding.action = "removed"
         report.findings.append(finding)
-
-
-def _writer_alive(store: TrajectoryStore, partition: str, sid: str) -> tuple[bool, str]:
-    """Whether the process writing an unsealed segment still runs (writers on other hosts count as alive)."""
-    host, pid = socket.gethostname(), segment_pid(sid)
-    raw = store.backend.read_bytes(f"{segment_key(partition, sid)}/zarr.json")
-    if raw:
-        try:
-            writer = (json.loads(raw).get("attributes") or {}).get("writer") or {}
-            host, pid = str(writer.get("host", host)), int(writer.get("pid", pid or 0)) or pid
-        except (ValueError, TypeError):
-            pass
-    who = f"pid {pid} on {host}"
-    if host != socket.gethostname():
-        return True, who + " (another host, not checked)"
-    if pid is None:
-        return False, who
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False, who
-    except PermissionError:
-        return True, who
-    return True, who
 
 
 def _stray(store: TrajectoryStore, partition: str, name: str, report: VerifyReport, *, clean: bool) -> None:

@@ -36,6 +36,7 @@ from amago_pipe.store.format import (
     segment_key,
 )
 from amago_pipe.store.info import PartitionInfo, SegmentInfo, SegmentMarker, WindowBatch
+from amago_pipe.store.leftovers import reclaim_abandoned
 from amago_pipe.store.reader import SegmentVanished, iter_segment_episodes
 from amago_pipe.store.segments import SegmentWriter
 
@@ -72,6 +73,8 @@ class TrajectoryStore:
         """RAM budget for decompressed segments used by `sample`."""
         self.refresh_seconds = float(refresh_seconds)
         """`sample` re-lists sealed segments at most this often (segments sealed through this object: at once)."""
+        self.created = False
+        """True when `create` made this store (rather than opening an existing one)."""
         self._markers: dict[str, dict[str, SegmentMarker]] = {}
         self._sampler: WindowSampler | None = None
 
@@ -87,27 +90,31 @@ class TrajectoryStore:
         codec: str = DEFAULT_CODEC,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> TrajectoryStore:
-        """A new empty store at `url`. With exist_ok=True an existing store is opened and its spec checked."""
-        import zarr
+        """A new empty store at `url`. With exist_ok=True an existing store is opened and its spec checked.
 
+        `created` on the result says whether this call made the store: of processes creating one store at
+        once, exactly one does (on a local disk) and the others open it.
+        """
         backend = backend_for(url)
-        if backend.read_bytes("zarr.json") is not None:
-            if not exist_ok:
+        _check_not_a_file(backend)
+        if backend.read_bytes("zarr.json") is None:
+            segment_fields(spec)  # unsupported dtypes or keys fail before anything is written
+            compressors(codec)  # and so do unknown codec names
+            if any(not n.startswith(".tmp-") for n in backend.list_dir("")) and backend.read_bytes("zarr.json") is None:
                 raise StoreFormatError(
-                    f"{backend.url}: a store already exists here; pass exist_ok=True to append to it"
+                    f"{backend.url}: exists and is not empty but holds no zarr store; choose another path"
                 )
-            store = cls.open(url, cache_bytes=cache_bytes)
-            _check_spec(store.spec, spec, store.url)
-            return store
-        if backend.is_dir("") and backend.list_dir(""):
-            raise StoreFormatError(
-                f"{backend.url}: exists and is not empty but holds no zarr store; choose another path"
-            )
-        compressors(codec)  # unknown codec names fail before anything is written
-        attrs = root_attrs(spec, codec)
-        zarr.create_group(backend.zarr_store(), attributes={ROOT_ATTR: attrs})
-        backend.write_atomic(f"{PARTITIONS}/zarr.json", _group_json({}))
-        return cls(backend, attrs, cache_bytes=cache_bytes)
+            attrs = root_attrs(spec, codec)
+            if backend.write_atomic("zarr.json", _group_json({ROOT_ATTR: attrs}), exclusive=True):
+                backend.write_atomic(f"{PARTITIONS}/zarr.json", _group_json({}))
+                store = cls(backend, attrs, cache_bytes=cache_bytes)
+                store.created = True
+                return store
+        if not exist_ok:
+            raise StoreFormatError(f"{backend.url}: a store already exists here; pass exist_ok=True to append to it")
+        store = cls.open(url, cache_bytes=cache_bytes)
+        _check_spec(store.spec, spec, store.url)
+        return store
 
     @classmethod
     def open(
@@ -115,6 +122,7 @@ class TrajectoryStore:
     ) -> TrajectoryStore:
         """Open an existing store; StoreFormatError when it is missing, not a store, or of a newer format."""
         backend = backend_for(url)
+        _check_not_a_file(backend)
         raw = backend.read_bytes("zarr.json")
         if raw is None:
             hint = " (found a zarr v2 '.zgroup'; this store needs zarr v3)" if backend.exists(".zgroup") else ""
@@ -174,7 +182,7 @@ class TrajectoryStore:
     def configure_partition(
         self, name: str, *, kind: PartitionKind | None = None, capacity_timesteps: int | None = None
     ) -> None:
-        """Create or reconfigure a partition; a fifo capacity applies at once (oldest segments evicted)."""
+        """Create or reconfigure a partition; a fifo capacity applies at once (oldest episodes evicted)."""
         check_partition_name(name)
         kind = check_kind(kind or default_kind(name))
         if capacity_timesteps is not None:
@@ -254,9 +262,11 @@ class TrajectoryStore:
 
         Segments are sealed (become visible) when they hold `segment_timesteps`, on `flush()` and on exit.
         atomic=True: one segment for the whole session, visible at once on clean exit, nothing on error.
-        In a fifo partition with a capacity, segments are capped at capacity/8 so eviction stays fine-grained.
+        In a fifo partition with a capacity, segments are capped at capacity/8 so eviction rarely has to
+        rewrite a segment. Unsealed segments left by dead writers of this host are reclaimed first.
         """
         self._ensure_partition(partition)
+        reclaim_abandoned(self, partition)
         kind, capacity = self.partition_config(partition)
         if kind == "fifo" and capacity is not None and not atomic:
             segment_timesteps = min(segment_timesteps, max(1, capacity // 8))
@@ -281,25 +291,24 @@ class TrajectoryStore:
         if self._sampler is not None:
             self._sampler.invalidate()
 
+    def segment_replaced(self, partition: str, old_id: str, marker: SegmentMarker) -> None:
+        """Record that segment `old_id` was rewritten as `marker` (eviction trims; no eviction runs)."""
+        cached = self._markers.setdefault(partition, {})
+        cached.pop(old_id, None)
+        cached[marker.info.id] = marker
+        if self._sampler is not None:
+            self._sampler.invalidate()
+
     def evict(self, partition: str, max_timesteps: int) -> int:
-        """Drop the oldest whole segments until at most `max_timesteps` remain; returns timesteps removed."""
-        kind, _ = self.partition_config(partition)
-        if kind == "protected":
-            raise DataError(f"partition '{partition}' is protected and never evicted; use drop_segments to remove data")
-        if max_timesteps < 0:
-            raise DataError(f"evict: max_timesteps must be >= 0, got {max_timesteps}")
-        markers = self._list_markers(partition)
-        total = sum(m.info.timesteps for m in markers)
-        victims: list[str] = []
-        removed = 0
-        for m in markers:
-            if total - removed <= max_timesteps:
-                break
-            victims.append(m.info.id)
-            removed += m.info.timesteps
-        if victims:
-            self.drop_segments(partition, victims)
-        return removed
+        """Remove the oldest whole episodes until at most `max_timesteps` remain; returns timesteps removed.
+
+        Granularity is the episode: older segments are dropped whole and the segment at the boundary is
+        rewritten with its newest episodes; an episode longer than `max_timesteps` is removed. Protected
+        partitions are refused (DataError). See `amago_pipe.store.eviction`.
+        """
+        from amago_pipe.store.eviction import evict
+
+        return evict(self, partition, max_timesteps)
 
     # ------------------------------------------------------------ reading
 
@@ -346,6 +355,14 @@ class TrajectoryStore:
         """Make the next `sample` re-list segments sealed or evicted by other processes."""
         if self._sampler is not None:
             self._sampler.invalidate()
+
+
+def _check_not_a_file(backend: Backend) -> None:
+    if backend.is_file(""):
+        raise StoreFormatError(
+            f"{backend.url}: is a regular file, not a trajectory store (a directory); give a directory path, "
+            "e.g. one ending in .zarr"
+        )
 
 
 def _check_spec(store_spec: DataSpec, spec: DataSpec, url: str) -> None:

@@ -16,6 +16,7 @@ from converter_helpers import make_config, run, store_listing, stored
 from amago_pipe.errors import ConfigError, DataError, Interrupted
 from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
 from amago_pipe.store import Episode, TrajectoryStore
+from amago_pipe.store.tools import copy_store
 
 
 @pytest.fixture
@@ -126,3 +127,14 @@ def test_plugin_converter_by_import_path(tmp_path: Path):
     assert report.episodes == 2 and report.returns.to_json()["mean"] == 3.0
     with pytest.raises(ConfigError, match=r"'converter_helpers:run' is not a converter"):
         run(tmp_path / "t.zarr", source="converter_helpers:run")
+
+
+def test_a_source_stored_twice_is_settled_on_one_copy(tmp_path: Path, d4rl_file: Path):
+    run(tmp_path / "a.zarr", source="d4rl", path=str(d4rl_file))
+    run(tmp_path / "b.zarr", source="d4rl", path=str(d4rl_file))
+    copy_store(TrajectoryStore.open(tmp_path / "a.zarr"), tmp_path / "b.zarr")  # now b holds the source twice
+    ids = sorted(s.id for s in TrajectoryStore.open(tmp_path / "b.zarr").segments("protected"))
+    assert len(ids) == 2
+    again = run(tmp_path / "b.zarr", source="d4rl", path=str(d4rl_file))
+    assert again.status == "skipped" and again.timesteps == 12
+    assert [s.id for s in TrajectoryStore.open(tmp_path / "b.zarr").segments("protected")] == ids[:1]

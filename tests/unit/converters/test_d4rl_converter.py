@@ -239,3 +239,16 @@ def test_failure_leaves_an_existing_store_untouched(tmp_path: Path, rng):
     with pytest.raises(DataError, match=r"episode 3: observations\['observation'\] has 1 non-finite"):
         run(tmp_path / "s.zarr", source="d4rl", path=str(bad))
     assert store_listing(tmp_path / "s.zarr") == before
+
+
+@pytest.mark.parametrize("key", ["observations", "infos/name"])
+def test_string_arrays_are_refused_before_anything_is_written(tmp_path: Path, rng, key: str):
+    path = syn.write_d4rl_hdf5(tmp_path / "d.hdf5", episodes(rng))
+    with h5py.File(path, "a") as f:
+        n = len(f["rewards"])
+        if key in f:
+            del f[key]
+        f[key] = np.array([[b"x"]] * n, dtype="S1")
+    with pytest.raises(DataError, match=rf"d.hdf5: {key}: dtype \|S1 \(byte strings\) cannot be stored"):
+        run(tmp_path / "s.zarr", source="d4rl", path=str(path), info_keys=["name"] if key != "observations" else [])
+    assert not (tmp_path / "s.zarr").exists()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -13,6 +15,7 @@ from click.testing import CliRunner
 from amago_pipe.cli.common import AmagoGroup
 from amago_pipe.cli.store_cmds import COMMANDS
 from amago_pipe.store import TrajectoryStore
+from amago_pipe.store.segments import SegmentBuilder
 from amago_pipe.testing.episodes import example_specs, random_episode
 
 BOX = example_specs()["box"]
@@ -32,6 +35,12 @@ def _run(*args: str) -> tuple[int, str, str]:
     if result.exception and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.stdout, result.stderr
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
 
 
 @pytest.fixture
@@ -77,9 +86,52 @@ def test_verify_ok_then_damaged_then_quarantined(store_path: str) -> None:
 
 def test_evict_and_protected_refusal(store_path: str) -> None:
     code, out, _ = _run("store", "evict", store_path, "--partition", "fifo", "--max-timesteps", "25")
-    assert code == 0 and "evicted 20 timesteps (2 segments) from 'fifo'; 20 timesteps in 2 segments remain" in out
+    assert code == 0
+    assert "evicted 20 timesteps (2 episodes) from 'fifo'; 20 timesteps in 2 episodes (2 segments) remain" in out
     code, _, err = _run("store", "evict", store_path, "--partition", "protected", "--max-timesteps", "0")
     assert code == 3 and "partition 'protected' is protected and never evicted" in err
+    assert "`amago-pipe store copy SRC DST --partition NAME`" in err and "drop_segments" not in err
+
+
+def test_evict_keeps_whole_episodes_of_one_large_segment(tmp_path: Path) -> None:
+    store = TrajectoryStore.create(tmp_path / "s.zarr", BOX)
+    rng = np.random.default_rng(0)
+    with store.writer("fifo", atomic=True) as w:  # one segment, as the collect stage writes
+        for _ in range(60):
+            w.add(random_episode(BOX, 100, rng))
+    code, out, _ = _run("store", "evict", str(tmp_path / "s.zarr"), "--partition", "fifo", "--max-timesteps", "1000")
+    assert code == 0 and "evicted 5000 timesteps (50 episodes) from 'fifo'; 1000 timesteps in 10 episodes" in out
+    code, out, _ = _run("store", "evict", "--help")
+    assert code == 0 and "Granularity is the episode" in out
+
+
+def test_inspect_reports_damage_and_abandoned_segments(store_path: str) -> None:
+    store = TrajectoryStore.open(store_path)
+    sid = store.segments("fifo")[0].id
+    (Path(store_path) / "partitions" / "fifo" / "segments" / sid / "rewards" / "c.0").unlink()
+    abandoned = SegmentBuilder(store, "fifo")
+    meta = Path(store_path) / "partitions" / "fifo" / "segments" / abandoned.id / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["attributes"]["writer"]["pid"] = _dead_pid()
+    meta.write_text(json.dumps(doc))
+    code, out, err = _run("store", "inspect", store_path)
+    assert code == 3 and f"damaged     fifo/{sid}: array 'rewards' has 0 of 1 chunks" in out
+    assert f"abandoned   fifo/{abandoned.id}: unsealed; writer pid" in out and "the next write to the partition" in out
+    assert err.count("\n") == 1 and f"run `amago-pipe store verify {store_path} --quarantine`" in err
+    code, out, _ = _run("store", "inspect", store_path, "--json")
+    assert code == 3 and {f["status"] for f in json.loads(out)["findings"]} == {"damaged", "abandoned"}
+    _run("store", "verify", store_path, "--quarantine")
+    code, out, _ = _run("store", "inspect", store_path)
+    assert code == 0 and "damaged" not in out and "abandoned" not in out
+
+
+def test_inspect_a_store_without_its_spec_attribute(store_path: str) -> None:
+    root = Path(store_path) / "zarr.json"
+    doc = json.loads(root.read_text())
+    del doc["attributes"]["amago_pipe_store"]["spec"]
+    root.write_text(json.dumps(doc))
+    code, _, err = _run("store", "inspect", store_path)
+    assert code == 3 and err.startswith("error: ") and err.count("\n") == 1 and "has no data spec" in err
 
 
 def test_copy_selected_partitions_and_again_is_a_no_op(store_path: str, tmp_path: Path) -> None:

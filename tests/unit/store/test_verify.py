@@ -54,6 +54,7 @@ def test_clean_store_verifies(tmp_path: Path) -> None:
         ("corrupt_chunk", "array 'rewards' fails to decode"),
         ("truncate_marker", "seal marker: .*unreadable seal marker"),
         ("delete_array", "array 'actions' missing"),
+        ("wipe_attributes", r"segment metadata \(zarr.json attributes\) lost its row count or episode table"),
     ],
 )
 def test_damage_is_found_and_quarantined(tmp_path: Path, damage: str, detail: str) -> None:
@@ -67,6 +68,9 @@ def test_damage_is_found_and_quarantined(tmp_path: Path, damage: str, detail: st
         (seg / "rewards" / "c.0").write_bytes(b"\x02garbage-not-blosc")
     elif damage == "truncate_marker":
         marker.write_text(marker.read_text()[:40])
+    elif damage == "wipe_attributes":
+        doc = json.loads((seg / "zarr.json").read_text())
+        (seg / "zarr.json").write_text(json.dumps({**doc, "attributes": {}}))
     else:
         import shutil
 
