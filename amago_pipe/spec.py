@@ -94,6 +94,8 @@ class DataSpec:
     action: ActionSpec
     goals: dict[str, ArraySpec] = field(default_factory=dict)
     """Optional `achieved_goal` / `desired_goal` arrays used by hindsight relabeling."""
+    spaces: dict[str, Any] | None = None
+    """The gymnasium `observation`/`action` spaces it was made from (`gym_spaces.space_to_json`), when known."""
 
     @property
     def rl2_dim(self) -> int:
@@ -105,6 +107,7 @@ class DataSpec:
             "observations": {k: v.to_json() for k, v in self.observations.items()},
             "action": self.action.to_json(),
             "goals": {k: v.to_json() for k, v in self.goals.items()},
+            **({"spaces": self.spaces} if self.spaces is not None else {}),
         }
 
     @classmethod
@@ -114,6 +117,7 @@ class DataSpec:
                 observations={k: ArraySpec.from_json(v) for k, v in d["observations"].items()},
                 action=ActionSpec.from_json(d["action"]),
                 goals={k: ArraySpec.from_json(v) for k, v in d.get("goals", {}).items()},
+                spaces=d.get("spaces"),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise DataError(f"malformed data spec ({e!r}); expected keys observations/action") from e
@@ -150,8 +154,14 @@ def describe_action(a: ActionSpec) -> str:
 
 
 def from_spaces(observation_space: Any, action_space: Any) -> DataSpec:
-    """Build a DataSpec from gymnasium spaces; nested Dict/Tuple observations are flattened."""
-    return DataSpec(observations=flatten_space(observation_space), action=action_spec(action_space))
+    """Build a DataSpec from gymnasium spaces; nested Dict/Tuple observations are flattened (spaces kept)."""
+    from amago_pipe.gym_spaces import spaces_json
+
+    return DataSpec(
+        observations=flatten_space(observation_space),
+        action=action_spec(action_space),
+        spaces=spaces_json(observation_space, action_space),
+    )
 
 
 def action_spec(space: Any) -> ActionSpec:
@@ -231,15 +241,13 @@ def flatten_obs(obs: Any, prefix: str = "") -> dict[str, np.ndarray]:
     return {key: np.asarray(obs)}
 
 
-def unflatten_obs(flat: dict[str, Any]) -> Any:
-    """Inverse of `flatten_obs` for Dict nesting (Tuple levels come back as dicts keyed '0', '1', ...)."""
-    if set(flat) == {DEFAULT_OBS_KEY}:
-        return flat[DEFAULT_OBS_KEY]
-    nested: dict[str, Any] = {}
-    for key, value in flat.items():
-        node = nested
-        *parents, leaf = key.split(KEY_SEP)
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return nested
+def nest_like(space: Any, flat: dict[str, np.ndarray], prefix: str = "") -> Any:
+    """Inverse of `flatten_obs` following `space` (Dict -> dict, Tuple -> tuple), leaves in the space's dtypes."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Dict):
+        return {k: nest_like(sub, flat, f"{prefix}{k}{KEY_SEP}") for k, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(nest_like(sub, flat, f"{prefix}{i}{KEY_SEP}") for i, sub in enumerate(space.spaces))
+    leaf = np.asarray(flat[prefix[: -len(KEY_SEP)] if prefix else DEFAULT_OBS_KEY])
+    return leaf.astype(space.dtype, copy=False) if space.dtype is not None else leaf

@@ -16,6 +16,7 @@ from amago_pipe.converters.base import Converter, SourceInfo, as_flags, check_le
 from amago_pipe.converters.fingerprint import files_under, fingerprint_paths
 
 from amago_pipe.errors import DataError
+from amago_pipe.gym_spaces import spaces_json
 from amago_pipe.spec import KEY_SEP, ArraySpec, DataSpec, action_spec, flatten_obs, flatten_space
 
 if TYPE_CHECKING:
@@ -59,7 +60,12 @@ class MinariConverter(Converter):
         first = next(self._read([int(self.indices[0])]))
         obs_specs = self._observation_specs(first)
         goal_specs = self._goal_specs(first)
-        spec = DataSpec(observations=obs_specs, action=self._action_spec(), goals=goal_specs)
+        spec = DataSpec(
+            observations=obs_specs,
+            action=self._action_spec(),  # before `spaces`: names an unsupported action space with the fix
+            goals=goal_specs,
+            spaces=None if cfg.info_keys else spaces_json(ds.observation_space, ds.action_space),
+        )
         self._spec = spec
         data_path = Path(ds.storage.data_path)
         options = {

@@ -21,7 +21,8 @@ from amago_pipe.converters.minari_source import EXPORT_MARK, GOALS_INFO, META_PR
 from amago_pipe.converters.run import Progress
 
 from amago_pipe.errors import DataError, Interrupted
-from amago_pipe.spec import DEFAULT_OBS_KEY, KEY_SEP, ActionSpec, ArraySpec, DataSpec, unflatten_obs
+from amago_pipe.gym_spaces import actions_like, spaces_from_json
+from amago_pipe.spec import DEFAULT_OBS_KEY, KEY_SEP, ActionSpec, ArraySpec, DataSpec, flatten_space, nest_like
 
 if TYPE_CHECKING:
     from amago_pipe.store import Episode
@@ -48,9 +49,14 @@ def minari_root(root: str | Path | None) -> Iterator[None]:
 
 
 def spaces_from_spec(spec: DataSpec) -> tuple[Any, Any]:
-    """Gymnasium (observation, action) spaces for a DataSpec; '/'-joined keys become nested Dict spaces."""
+    """Gymnasium (observation, action) spaces for a DataSpec: the recorded ones when it has them (and they fit
+    its keys), else inferred ('/'-joined keys become nested Dict spaces)."""
     from gymnasium import spaces
 
+    if spec.spaces is not None:
+        recorded = spaces_from_json(spec.spaces)
+        if flatten_space(recorded[0]) == spec.observations:
+            return recorded
     leaves = {k: _box(v) for k, v in spec.observations.items()}
     if set(leaves) == {DEFAULT_OBS_KEY}:
         obs_space: Any = leaves[DEFAULT_OBS_KEY]
@@ -198,7 +204,7 @@ def _write(
     for episode in store.iter_episodes(partition):
         if should_stop is not None and should_stop():
             raise Interrupted("export stopped on request; the partial Minari dataset was removed")
-        batch.append(_buffer(episode, EpisodeBuffer))
+        batch.append(_buffer(episode, EpisodeBuffer, obs_space, act_space))
         metas.append(_episode_meta(episode))
         pending += episode.length
         episodes, timesteps = episodes + 1, timesteps + episode.length
@@ -213,11 +219,11 @@ def _write(
     return {"dataset_id": dataset_id, "episodes": episodes, "timesteps": timesteps}
 
 
-def _buffer(episode: Episode, buffer_cls: Any) -> Any:
+def _buffer(episode: Episode, buffer_cls: Any, obs_space: Any, act_space: Any) -> Any:
     infos = {GOALS_INFO: dict(episode.goals)} if episode.goals else None
     return buffer_cls(
-        observations=unflatten_obs(episode.obs),
-        actions=np.asarray(episode.actions),
+        observations=nest_like(obs_space, episode.obs),
+        actions=actions_like(np.asarray(episode.actions), act_space),
         rewards=np.asarray(episode.rewards),
         terminations=np.asarray(episode.terminated, dtype=bool),
         truncations=np.asarray(episode.truncated, dtype=bool),

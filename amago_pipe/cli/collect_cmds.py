@@ -42,7 +42,7 @@ def build_config(data: dict[str, Any]) -> Any:
     type=float,
     default=0.0,
     show_default=True,
-    help="Epsilon (discrete) or Gaussian std in [-1, 1] units (continuous).",
+    help="Epsilon in [0, 1] (discrete kinds) or Gaussian std in [-1, 1] units (continuous).",
 )
 @click.option("--n-envs", type=int, default=8, show_default=True, help="Parallel environments.")
 @click.option(

@@ -54,12 +54,23 @@ def make_policy(policy: str, ctx: PolicyContext, *, noise: float = 0.0) -> Rollo
     from amago_pipe.config.registries import POLICIES
 
     check_policy_name(policy, where=ctx.where)
+    check_noise(noise, ctx.spec, where=f"{ctx.where.removesuffix('policy')}noise")
     name, arg = parse_policy(policy)
     factory: PolicyFactory = POLICIES.get(name, where=ctx.where)
     built = factory(arg, ctx)
     if noise > 0.0:
         return NoisyPolicy(built, ctx.spec, noise=noise, seed=ctx.seed + 7919)
     return built
+
+
+def check_noise(noise: float, spec: DataSpec, *, where: str) -> None:
+    """Raise ConfigError when `noise` cannot be an epsilon (discrete kinds: a probability in [0, 1])."""
+    if spec.action.kind != "continuous" and not 0.0 <= noise <= 1.0:
+        raise ConfigError(
+            f"{where}: noise {noise:g} is the probability of a random action for {describe_action(spec.action)} "
+            f"actions, so it must be in [0, 1]",
+            path=where,
+        )
 
 
 def add_noise(actions: np.ndarray, codec: ActionCodec, noise: float, rng: np.random.Generator) -> np.ndarray:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from amago_pipe.cli.collect_cmds import build_config, collect
 from amago_pipe.errors import ConfigError, DataError, Interrupted
-from amago_pipe.pipeline.stages.collect import run_collect
+from amago_pipe.pipeline.stages.collect import run_collect, written_fingerprint
 from amago_pipe.store import TrajectoryStore
 
 TOY = "amago_pipe.envs.toy:make_toy_env"
@@ -45,9 +45,10 @@ def test_mixed_collect_into_store_and_replace_on_rerun(tmp_path: Path) -> None:
     assert [e.source for e in episodes].count("collect:random") == 8
     assert {e.source for e in episodes} == {"collect:random", "collect:cartpole-pd+noise0.2"}
     assert report["policies"][1]["return_mean"] > 5 * report["policies"][0]["return_mean"]
-    assert report["output"]["fingerprint"] == store.fingerprint("protected")
+    assert report["output"]["fingerprint"] == written_fingerprint(store, "protected", "p/data")
     with store.writer("protected", attrs={"source": "other"}) as w:  # someone else's data stays
         w.add(episodes[0])
+    assert written_fingerprint(store, "protected", "p/data") == report["output"]["fingerprint"]
     report2 = run_collect(cartpole_cfg(), store_url=url, seed=1, tag="p/data")
     assert report2["output"]["replaced_segments"] == 1
     assert TrajectoryStore.open(url).partition_info("protected").episodes == 13
@@ -74,8 +75,13 @@ def test_interrupted_collect_writes_nothing(tmp_path: Path) -> None:
 
     with pytest.raises(Interrupted):
         run_collect(cartpole_cfg(), store_url=url, seed=0, check_stop=stop_after_a_while)
-    store = TrajectoryStore.open(url)
-    assert store.segments("protected") == []
+    assert not Path(url).exists()  # the store it created is gone
+    run_collect(cartpole_cfg(), store_url=url, seed=0)
+    before = TrajectoryStore.open(url).segments("protected")
+    calls["n"] = 0
+    with pytest.raises(Interrupted):
+        run_collect(cartpole_cfg(), store_url=url, seed=1, check_stop=stop_after_a_while)
+    assert TrajectoryStore.open(url).segments("protected") == before  # an existing store is left as it was
 
 
 def test_minari_output_round_trips_dict_observations(tmp_path: Path) -> None:
@@ -111,6 +117,9 @@ def test_minari_dataset_is_replaced_only_if_collect_made_it(tmp_path: Path, mina
     (foreign / "metadata.json").write_text(json.dumps({"algorithm_name": "someone else"}))
     with pytest.raises(ConfigError, match="not made by amago-pipe collect, so it is never replaced"):
         run_collect(cartpole_cfg(output="minari", dataset_id="cp/foreign-v0"), store_url=None, seed=0)
+    (minari_home / "cp" / "partial-v0" / "data").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="metadata.json is missing, unreadable or names no algorithm"):
+        run_collect(cartpole_cfg(output="minari", dataset_id="cp/partial-v0"), store_url=None, seed=0)
 
 
 def test_async_collect_matches_sync(tmp_path: Path) -> None:
@@ -133,3 +142,19 @@ def test_collect_command(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "minari:cp/cli-v0" in result.output
     result = runner.invoke(collect, args)
     assert isinstance(result.exception, ConfigError) and "give exactly one output" in str(result.exception)
+
+
+def test_collected_store_exports_to_minari_with_the_env_spaces(tmp_path: Path) -> None:
+    import gymnasium as gym
+    import minari
+    from amago_pipe.converters.to_minari import export_to_minari
+
+    from amago_pipe.envs.toy import make_toy_env
+
+    cfg = build_config({"env": {"factory": TOY, "n_envs": 2}, "policies": [{"policy": "random", "episodes": 3}]})
+    run_collect(cfg, store_url=str(tmp_path / "s.zarr"), seed=0)
+    export_to_minari(tmp_path / "s.zarr", "protected", "toy/exported-v0")
+    env = make_toy_env()
+    dataset = minari.load_dataset("toy/exported-v0")
+    assert dataset.observation_space == env.observation_space and dataset.action_space == env.action_space
+    assert isinstance(dataset.observation_space, gym.spaces.Dict)

@@ -16,12 +16,14 @@ from typing import Any
 from amago_pipe.config.base import to_dict
 from amago_pipe.config.collect import CollectPolicyConfig, CollectStageConfig, parse_policy
 from amago_pipe.envs.minari_out import (
+    check_dataset_target,
     dataset_fingerprint,
+    dataset_lock,
     minari_dataset_path,
-    prepare_dataset_dir,
     write_minari_dataset,
 )
 from amago_pipe.envs.policies import PolicyContext, make_policy
+from amago_pipe.envs.protocol import RolloutPolicy
 from amago_pipe.envs.rollout import rollout
 from amago_pipe.envs.stats import EpisodeStats, summarize
 from amago_pipe.envs.vector import make_batched_env
@@ -29,7 +31,9 @@ from amago_pipe.envs.wrapper import BatchedEnv
 from amago_pipe.errors import ConfigError, StoreFormatError
 from amago_pipe.pipeline.stage import Stage
 from amago_pipe.registry import import_path
+from amago_pipe.spec import DataSpec
 from amago_pipe.store import Episode, TrajectoryStore
+from amago_pipe.store.leftovers import discard_if_unused
 
 REPORT_VERSION = 1
 STAGE_ATTR = "collect_stage"
@@ -54,15 +58,15 @@ class CollectStage(Stage):
         return out
 
     def output_fingerprints(self) -> dict[str, str]:
-        """The written partition's fingerprint, or the Minari dataset's file hash ('missing' when absent)."""
+        """The segments this stage wrote (not others' appends to the partition), or the Minari dataset's file
+        hash; 'missing' when absent."""
         cfg = self.config
         if cfg.output == "minari":
             dataset_id = _dataset_id(cfg)
             path = minari_dataset_path(dataset_id)
             return {f"minari:{dataset_id}": dataset_fingerprint(path) if path.exists() else "missing"}
         try:
-            store = TrajectoryStore.open(self.ctx.store)
-            fingerprint = store.fingerprint(cfg.partition) if cfg.partition in store.partitions() else "missing"
+            fingerprint = written_fingerprint(TrajectoryStore.open(self.ctx.store), cfg.partition, self._tag())
         except StoreFormatError:
             fingerprint = "missing"
         return {f"store:{cfg.partition}": fingerprint}
@@ -103,31 +107,35 @@ def run_collect(
     check_stop: Callable[[], None] | None = None,
     upstream: Mapping[str, Path] | None = None,
 ) -> dict[str, Any]:
-    """Collect every policy's episodes and write them; returns the JSON report."""
+    """Collect every policy's episodes and write them; returns the JSON report.
+
+    The output, the env and every policy are checked before anything is written; a failure leaves nothing
+    behind (a store this call created is removed unless another writer put something in it meanwhile).
+    """
     started = time.perf_counter()
+    if cfg.output == "store" and store_url is None:
+        raise ConfigError(f"{where}: output 'store' needs a store path", path=f"{where}.output")
     if cfg.output == "minari":
-        prepare_dataset_dir(_dataset_id(cfg), replace=cfg.replace, where=f"{where}.dataset_id")
+        check_dataset_target(_dataset_id(cfg), replace=cfg.replace, where=f"{where}.dataset_id")
     env = make_batched_env(cfg.env, where=f"{where}.env")
     with env:
-        if cfg.output == "store":
-            if store_url is None:
-                raise ConfigError(f"{where}: output 'store' needs a store path", path=f"{where}.output")
-            output, per_policy, timesteps = _collect_to_store(
-                cfg, env, store_url, seed=seed, tag=tag, where=where, on_episode=on_episode,
-                check_stop=check_stop, upstream=upstream or {},
-            )  # fmt: skip
-        else:
-            episodes: list[Episode] = []
+        policies = _make_policies(cfg, env, seed=seed, where=where, upstream=upstream or {})
+        timesteps = 0
 
-            def keep(ep: Episode, st: EpisodeStats) -> None:
-                episodes.append(ep)
+        def run(sink: Callable[[Episode], None]) -> list[dict[str, Any]]:
+            def add(ep: Episode, st: EpisodeStats) -> None:
+                nonlocal timesteps
+                sink(ep)
+                timesteps += ep.length
                 if on_episode is not None:
                     on_episode(ep, st)
 
-            per_policy = _run_policies(cfg, env, seed=seed, where=where, on_episode=keep, check_stop=check_stop,
-                                       upstream=upstream or {})  # fmt: skip
-            timesteps = sum(ep.length for ep in episodes)
-            output = _write_minari(cfg, env, episodes)
+            return _run_policies(cfg, env, policies, seed=seed, on_episode=add, check_stop=check_stop)
+
+        if store_url is not None and cfg.output == "store":
+            output, per_policy = _collect_to_store(cfg, env.spec, store_url, run, tag=tag)
+        else:
+            output, per_policy = _collect_to_minari(cfg, env, run, where=where)
     all_stats = [s for p in per_policy for s in p.pop("_stats")]
     return {
         "format_version": REPORT_VERSION,
@@ -141,25 +149,37 @@ def run_collect(
     }
 
 
-def _run_policies(
-    cfg: CollectStageConfig,
-    env: BatchedEnv,
-    *,
-    seed: int,
-    where: str,
-    on_episode: Callable[[Episode, EpisodeStats], None],
-    check_stop: Callable[[], None] | None,
-    upstream: Mapping[str, Path],
-) -> list[dict[str, Any]]:
-    """Roll out each configured policy in turn; episodes go to `on_episode` as they finish."""
-    results = []
-    base_env_seed = cfg.env.seed if cfg.env.seed is not None else seed
+Collector = Callable[[Callable[[Episode], None]], list[dict[str, Any]]]
+"""Runs every policy, handing each finished episode to the given sink; returns the per-policy summaries."""
+
+
+def _make_policies(
+    cfg: CollectStageConfig, env: BatchedEnv, *, seed: int, where: str, upstream: Mapping[str, Path]
+) -> list[RolloutPolicy]:
+    """Build every configured policy (checking it against the env) before anything is written."""
+    policies = []
     for i, p in enumerate(cfg.policies):
         pctx = PolicyContext(
             spec=env.spec, n_envs=env.n_envs, seed=seed + 7_919 * (i + 1), env_name=env.env_name,
             upstream=dict(upstream), where=f"{where}.policies.{i}.policy",
         )  # fmt: skip
-        policy = make_policy(p.policy, pctx, noise=p.noise)
+        policies.append(make_policy(p.policy, pctx, noise=p.noise))
+    return policies
+
+
+def _run_policies(
+    cfg: CollectStageConfig,
+    env: BatchedEnv,
+    policies: list[RolloutPolicy],
+    *,
+    seed: int,
+    on_episode: Callable[[Episode, EpisodeStats], None],
+    check_stop: Callable[[], None] | None,
+) -> list[dict[str, Any]]:
+    """Roll out each built policy in turn; episodes go to `on_episode` as they finish."""
+    results = []
+    base_env_seed = cfg.env.seed if cfg.env.seed is not None else seed
+    for i, (p, policy) in enumerate(zip(cfg.policies, policies, strict=True)):
         result = rollout(
             env,
             policy,
@@ -176,59 +196,68 @@ def _run_policies(
 
 
 def _collect_to_store(
-    cfg: CollectStageConfig,
-    env: BatchedEnv,
-    store_url: str,
-    *,
-    seed: int,
-    tag: str,
-    where: str,
-    on_episode: Callable[[Episode, EpisodeStats], None] | None,
-    check_stop: Callable[[], None] | None,
-    upstream: Mapping[str, Path],
-) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    cfg: CollectStageConfig, spec: DataSpec, store_url: str, run: Collector, *, tag: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Write all episodes in one atomic writer; then drop the segments this stage wrote on an earlier run."""
-    store = TrajectoryStore.create(store_url, env.spec, exist_ok=True)
-    old = []
-    if cfg.replace and cfg.partition in store.partitions():
-        old = [s.id for s in store.segments(cfg.partition) if s.attrs.get(STAGE_ATTR) == tag]
-    timesteps = 0
-    attrs = {STAGE_ATTR: tag, "source": f"collect:{cfg.env.env_name}"}
-    with store.writer(cfg.partition, atomic=True, attrs=attrs) as writer:
-
-        def add(ep: Episode, st: EpisodeStats) -> None:
-            nonlocal timesteps
-            writer.add(ep)
-            timesteps += ep.length
-            if on_episode is not None:
-                on_episode(ep, st)
-
-        per_policy = _run_policies(cfg, env, seed=seed, where=where, on_episode=add, check_stop=check_stop,
-                                   upstream=upstream)  # fmt: skip
-    if old:
-        store.drop_segments(cfg.partition, old)
+    existed = TrajectoryStore.exists(store_url)
+    store = TrajectoryStore.create(store_url, spec, exist_ok=True)
+    try:
+        old = []
+        if cfg.replace and cfg.partition in store.partitions():
+            old = [s.id for s in store.segments(cfg.partition) if s.attrs.get(STAGE_ATTR) == tag]
+        attrs = {STAGE_ATTR: tag, "source": f"collect:{cfg.env.env_name}"}
+        with store.writer(cfg.partition, atomic=True, attrs=attrs) as writer:
+            per_policy = run(writer.add)
+        if old:
+            store.drop_segments(cfg.partition, old)
+    except BaseException:
+        if not existed:
+            discard_if_unused(store)
+        raise
     output = {
         "kind": "store",
         "store": str(store_url),
         "partition": cfg.partition,
         "replaced_segments": len(old),
-        "fingerprint": store.fingerprint(cfg.partition),
+        "fingerprint": written_fingerprint(store, cfg.partition, tag),
     }
-    return output, per_policy, timesteps
+    return output, per_policy
 
 
-def _write_minari(cfg: CollectStageConfig, env: BatchedEnv, episodes: list[Episode]) -> dict[str, Any]:
+def written_fingerprint(store: TrajectoryStore, partition: str, tag: str) -> str:
+    """Hash of the sealed segments `tag` wrote in `partition` ('missing' when none): segments are immutable,
+    so their ids name the data, and other writers' appends to the partition do not change it."""
+    if partition not in store.partitions():
+        return "missing"
+    own = [s for s in store.segments(partition) if s.attrs.get(STAGE_ATTR) == tag]
+    if not own:
+        return "missing"
+    digest = hashlib.sha256(json.dumps(store.spec.to_json(), sort_keys=True).encode())
+    for s in own:
+        digest.update(f"{s.id}:{s.rows}\n".encode())
+    return digest.hexdigest()[:20]
+
+
+def _collect_to_minari(
+    cfg: CollectStageConfig, env: BatchedEnv, run: Collector, *, where: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Collect under the dataset id's lock, then write the dataset all at once."""
     dataset_id = _dataset_id(cfg)
-    mix = ", ".join(f"{p.episodes} x {policy_source(p)}" for p in cfg.policies)
-    path = write_minari_dataset(
-        dataset_id,
-        episodes,
-        observation_space=env.single_observation_space,
-        action_space=env.single_action_space,
-        env_spec=_registered_spec(cfg),
-        description=f"amago-pipe collect in {cfg.env.env_name}: {mix}",
-    )
-    return {"kind": "minari", "dataset_id": dataset_id, "path": str(path), "fingerprint": dataset_fingerprint(path)}
+    with dataset_lock(dataset_id, where=f"{where}.dataset_id"):
+        check_dataset_target(dataset_id, replace=cfg.replace, where=f"{where}.dataset_id")  # made meanwhile?
+        episodes: list[Episode] = []
+        per_policy = run(episodes.append)
+        mix = ", ".join(f"{p.episodes} x {policy_source(p)}" for p in cfg.policies)
+        path = write_minari_dataset(
+            dataset_id,
+            episodes,
+            observation_space=env.single_observation_space,
+            action_space=env.single_action_space,
+            env_spec=_registered_spec(cfg),
+            description=f"amago-pipe collect in {cfg.env.env_name}: {mix}",
+        )
+    output = {"kind": "minari", "dataset_id": dataset_id, "path": str(path), "fingerprint": dataset_fingerprint(path)}
+    return output, per_policy
 
 
 def _dataset_id(cfg: CollectStageConfig) -> str:

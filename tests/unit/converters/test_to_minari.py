@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -90,9 +92,55 @@ def test_pieces_goals_and_metadata_survive(tmp_path: Path):
 
 def test_spaces_from_spec_nests_flattened_keys():
     obs_space, act_space = CASES["dict-tuple-box"]
-    rebuilt, action = spaces_from_spec(from_spaces(obs_space, act_space))
+    spec = from_spaces(obs_space, act_space)
+    assert spaces_from_spec(spec) == (obs_space, act_space)  # the recorded spaces
+    rebuilt, action = spaces_from_spec(dataclasses.replace(spec, spaces=None))  # a spec without: inferred
     assert set(rebuilt["a"].spaces) == {"0", "1"} and rebuilt["a"]["1"].dtype == np.uint8
     assert isinstance(action, spaces.Box) and action.shape == (2,)
+
+
+SPACE_CASES = {
+    "box": (
+        spaces.Box(np.array([-1.0, -np.inf, 0.0]), np.array([1.0, np.inf, 5.5]), (3,), np.float64),
+        spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32), (2,), np.float32),
+    ),
+    "discrete": (spaces.Discrete(5, start=2), spaces.Discrete(3)),
+    "dict": (spaces.Dict({"pos": spaces.Box(-1, 1, (2,), np.float32), "door": spaces.Discrete(2)}), spaces.Discrete(4)),
+    "tuple": (spaces.Tuple((spaces.Discrete(4), spaces.Box(0, 255, (3, 3), np.uint8))), spaces.Box(-1, 1, (1,))),
+    "multidiscrete": (spaces.MultiDiscrete([2, 5], dtype=np.int32), spaces.Discrete(2)),
+    "nested": CASES["dict-tuple-box"],
+}
+
+
+def assert_nested_equal(a: Any, b: Any) -> None:
+    assert type(a) is type(b)
+    if isinstance(a, dict):
+        assert list(a) == list(b)
+        for key in a:
+            assert_nested_equal(a[key], b[key])
+    elif isinstance(a, tuple):
+        for x, y in zip(a, b, strict=True):
+            assert_nested_equal(x, y)
+    else:
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("case", sorted(SPACE_CASES))
+def test_minari_to_store_to_minari_gives_back_the_same_spaces(tmp_path: Path, case: str):
+    import minari
+
+    obs_space, act_space = SPACE_CASES[case]
+    buffers, _ = syn.sampled_minari_episodes(obs_space, act_space, [4, 2], ["terminal", "timeout"])
+    syn.write_minari("src/spaces-v0", buffers, obs_space, act_space)
+    run(tmp_path / "a.zarr", source="minari", dataset="src/spaces-v0")
+    export_to_minari(tmp_path / "a.zarr", "protected", "out/spaces-v0")
+    source, back = minari.load_dataset("src/spaces-v0"), minari.load_dataset("out/spaces-v0")
+    assert back.observation_space == obs_space and back.action_space == act_space
+    for a, b in zip(source.iterate_episodes(), back.iterate_episodes(), strict=True):
+        assert_nested_equal(a.observations, b.observations)
+        assert_nested_equal(a.actions, b.actions)
+        np.testing.assert_allclose(a.rewards, b.rewards, rtol=1e-6)  # the store keeps float32 rewards
 
 
 def test_errors(tmp_path: Path, minari_root: Path):

@@ -90,3 +90,17 @@ def test_scripted_controller_returning_garbage() -> None:
     policy = make_policy(f"scripted:{__name__}:bad_controller", PolicyContext(spec=spec, n_envs=1))
     with pytest.raises(DataError, match="returned 'left', which is not an action for discrete"):
         policy.act({"observation": np.zeros((1, 4), np.float32)}, np.zeros((1, 3), np.float32), np.zeros(1))
+
+
+def test_noise_above_one_is_refused_as_an_epsilon() -> None:
+    spec = DataSpec({"observation": ArraySpec((2,), "float32")}, ActionSpec("discrete", (), n=3))
+    ctx = PolicyContext(spec=spec, n_envs=2, where="stages.data.policies.1.policy")
+    with pytest.raises(
+        ConfigError, match=r"stages\.data\.policies\.1\.noise: noise 1\.5 is the probability .* \[0, 1\]"
+    ):
+        make_policy("random", ctx, noise=1.5)
+    make_policy("random", ctx, noise=1.0)  # always random: allowed
+    continuous = DataSpec(
+        {"observation": ArraySpec((2,), "float32")}, ActionSpec("continuous", (2,), low=(-1.0, -1.0), high=(1.0, 1.0))
+    )
+    make_policy("random", PolicyContext(spec=continuous, n_envs=2), noise=1.5)  # a Gaussian std may exceed 1
