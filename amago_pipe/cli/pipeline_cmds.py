@@ -169,7 +169,8 @@ def status(run_dir: Path, as_json: bool) -> None:
 def unlock(run_dir: Path, force: bool) -> None:
     """Remove the run lock of RUN_DIR left by a run that died."""
     from amago_pipe.errors import LockError
-    from amago_pipe.pipeline.lockfile import RUN_LOCK, alive_here, lock_is_stale, read_run_lock
+    from amago_pipe.pipeline.lockfile import RUN_LOCK, lock_is_stale, read_run_lock
+    from amago_pipe.processes import alive_here
 
     _require_run_dir(run_dir)
     holder = read_run_lock(run_dir)

@@ -19,6 +19,7 @@ from typing import Any
 
 from amago_pipe import __version__
 from amago_pipe.errors import LockError, StoreFormatError
+from amago_pipe.processes import alive_here, other_process_alive
 
 LOCK_FORMAT = 1
 LOCK_FILE = "pipeline.lock.json"
@@ -40,6 +41,17 @@ def write_atomic(path: Path, text: str) -> None:
     except OSError as e:  # e.g. disk full: remove the partial copy, name the file (a failed write() does not)
         tmp.unlink(missing_ok=True)
         raise OSError(e.errno, e.strerror, str(path)) from e
+
+
+def remove_dead_temps(folder: Path) -> list[Path]:
+    """Delete the `write_atomic` temporaries (`.tmp-<name>.<pid>`) in `folder` whose writer is dead; return them."""
+    removed = []
+    for path in folder.glob(".tmp-*.*"):
+        pid = path.name.rsplit(".", 1)[1]
+        if path.is_file() and pid.isdigit() and not other_process_alive(int(pid)):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 @dataclass
@@ -108,39 +120,6 @@ class LockFile:
         write_atomic(self.path, json.dumps(data, indent=2) + "\n")
 
 
-def pid_alive(pid: int, since: float | None = None) -> bool:
-    """True when process `pid` exists on this host (and, given `since`, was started by then: not a reused PID)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if not since:
-        return True
-    started = _process_start_time(pid)
-    return started is None or started <= since + 30.0  # slack for /proc's whole-second boot time and clock steps
-
-
-def _process_start_time(pid: int) -> float | None:
-    """When `pid` started (epoch seconds, Linux /proc); None where unknown."""
-    try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        boot = next(
-            float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime")
-        )
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
-
-
-def alive_here(host: str, pid: int | None, since: float | None = None) -> bool:
-    """True when `pid` on `host` is a live process of this host (see `pid_alive`)."""
-    if host != socket.gethostname() or not pid:
-        return False
-    return pid_alive(int(pid), since)
-
-
 def effective_status(record: StageRecord) -> str:
     """The record's status, `interrupted` for a `running` stage whose process on this host is gone."""
     if (
@@ -201,6 +180,7 @@ class RunLock:
         """
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with _guard(self.run_dir / RUN_LOCK_GUARD):
+            remove_dead_temps(self.run_dir)
             holder = read_run_lock(self.run_dir)
             if holder is not None and not lock_is_stale(holder):
                 raise LockError(

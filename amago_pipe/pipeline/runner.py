@@ -32,8 +32,9 @@ from amago_pipe.pipeline.layout import (
     store_elsewhere_warning,
     superseded_path,
 )
-from amago_pipe.pipeline.lockfile import LockFile, RunLock, StageRecord, alive_here, write_atomic
+from amago_pipe.pipeline.lockfile import LockFile, RunLock, StageRecord, write_atomic
 from amago_pipe.pipeline.stage import Stage, StageContext
+from amago_pipe.processes import alive_here
 
 log = logging.getLogger("amago_pipe")
 

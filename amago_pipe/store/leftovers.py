@@ -8,11 +8,11 @@ numpy-free; must not import torch or click.
 from __future__ import annotations
 
 import json
-import os
 import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from amago_pipe.processes import pid_alive
 from amago_pipe.store.format import PARTITIONS, marker_key, sealed_key, segment_key, segment_pid, segments_key
 
 if TYPE_CHECKING:
@@ -48,17 +48,7 @@ def writer_state(store: TrajectoryStore, partition: str, sid: str, *, id_pid_is_
     who = f"pid {pid} on {host}"
     if host != socket.gethostname():
         return "unknown", who + " (another host, not checked)"
-    return ("alive" if _running(pid) else "dead"), who
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return ("alive" if pid_alive(pid) else "dead"), who
 
 
 def reclaim_abandoned(store: TrajectoryStore, partition: str) -> list[str]:

@@ -24,6 +24,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from amago_pipe.errors import DataError, StoreFormatError, out_of_space, out_of_space_error
+from amago_pipe.processes import other_process_alive
 
 CHECKPOINT_FORMAT = 1
 """Version of the checkpoint layout; a newer one is refused with a clear message."""
@@ -204,7 +205,7 @@ def clean_debris(folder: Path) -> list[Path]:
         if rest.startswith("old-"):
             doomed = (folder / rest[len("old-") :]).exists()
         else:
-            doomed = bool(name) and pid.isdigit() and not _other_process_alive(int(pid))
+            doomed = bool(name) and pid.isdigit() and not other_process_alive(int(pid))
         if doomed and _remove(path):
             deleted.append(path)
     return deleted
@@ -341,19 +342,6 @@ def _remove(path: Path) -> bool:
             path.unlink()
     except FileNotFoundError:
         return False
-    return True
-
-
-def _other_process_alive(pid: int) -> bool:
-    """Whether `pid` is a running process other than this one (on this host)."""
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     return True
 
 

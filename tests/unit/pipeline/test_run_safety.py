@@ -122,6 +122,25 @@ def test_a_reused_pid_does_not_hold_an_old_lock():
         other.wait()
 
 
+def test_a_run_removes_lock_file_temporaries_of_killed_runs(amago, tmp_path, pipeline):
+    """A run killed inside `write_atomic` leaves `.tmp-pipeline.lock.json.<pid>`; the next run takes it away."""
+    run_dir = tmp_path / "runs/demo"
+    run_dir.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    debris = run_dir / f".tmp-pipeline.lock.json.{dead.pid}"
+    debris.write_text('{"partial": ')
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live = run_dir / f".tmp-resolved.yaml.{other.pid}"  # a live writer's temporary stays
+        live.write_text("x")
+        amago("run", "p.yaml", "--until", "a", check=True)
+        assert not debris.exists() and live.exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_unlock_of_something_that_is_not_a_run_directory_fails(amago, tmp_path):
     (tmp_path / "plain").mkdir()
     for target in ("plain", "missing"):
