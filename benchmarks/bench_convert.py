@@ -23,16 +23,17 @@ OBS_DIM, ACT_DIM, EPISODE = 17, 6, 1000
 
 
 def make_d4rl(path: Path, steps: int) -> None:
-    from amago_pipe.converters.synthetic import write_d4rl_hdf5_large
+    from amago_pipe.testing.synthetic import write_d4rl_hdf5_large
 
     write_d4rl_hdf5_large(path, steps, episode_length=EPISODE, obs_dim=OBS_DIM, act_dim=ACT_DIM)
 
 
 def make_minari(root: Path, dataset_id: str, steps: int) -> None:
     import numpy as np
-    from amago_pipe.converters.synthetic import write_minari
     from gymnasium import spaces
     from minari.data_collector import EpisodeBuffer
+
+    from amago_pipe.testing.synthetic import write_minari
 
     os.environ["MINARI_DATASETS_PATH"] = str(root)
     rng = np.random.default_rng(0)

@@ -95,7 +95,7 @@ def rounds_left(row: Row, kills: int, rounds: int) -> bool:
 
 def synthetic_episodes(seed: int, steps: int) -> list[Any]:
     """Continuous episodes of 20-250 steps (obs 3, action 2), terminal and timeout in turn, about `steps` in all."""
-    from amago_pipe.converters.synthetic import continuous_episode
+    from amago_pipe.testing.synthetic import continuous_episode
 
     rng = np.random.default_rng(seed)
     episodes: list[Any] = []
@@ -106,7 +106,7 @@ def synthetic_episodes(seed: int, steps: int) -> list[Any]:
 
 def d4rl_source(b: Battery, index: int, steps: int) -> tuple[list[str], Counter[str]]:
     """A D4RL-layout HDF5 file written with h5py."""
-    from amago_pipe.converters.synthetic import write_d4rl_hdf5
+    from amago_pipe.testing.synthetic import write_d4rl_hdf5
 
     episodes = synthetic_episodes(1000 + index, steps)
     (b.dir / "sources").mkdir(exist_ok=True)
@@ -116,9 +116,10 @@ def d4rl_source(b: Battery, index: int, steps: int) -> tuple[list[str], Counter[
 
 def minari_source(b: Battery, index: int, steps: int) -> tuple[list[str], Counter[str]]:
     """A local Minari dataset made through minari's API."""
-    from amago_pipe.converters.synthetic import write_minari
     from gymnasium import spaces
     from minari.data_collector import EpisodeBuffer
+
+    from amago_pipe.testing.synthetic import write_minari
 
     os.environ["MINARI_DATASETS_PATH"] = b.env["MINARI_DATASETS_PATH"]
     episodes = synthetic_episodes(2000 + index, steps)

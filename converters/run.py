@@ -101,7 +101,7 @@ def _run(
         _write(store, converter, info, config, report, progress, should_stop)
     except BaseException:
         if store.created:  # only ever what this process wrote: the store stays if anyone else wrote to it
-            discard_if_unused(store)
+            discard_if_unused(store.files)
         raise
 
 

@@ -11,7 +11,6 @@ from collections.abc import Iterable
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -160,8 +159,3 @@ def polyak_update(target: Iterable[torch.Tensor], online: Iterable[torch.Tensor]
     """target <- (1 - tau) target + tau online, parameter by parameter."""
     t_list, o_list = list(target), list(online)
     torch._foreach_lerp_(t_list, o_list, tau)
-
-
-def hard_update(target: nn.Module, online: nn.Module) -> None:
-    """Copy every parameter and buffer of `online` into `target`."""
-    target.load_state_dict(online.state_dict())

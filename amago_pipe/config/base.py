@@ -43,7 +43,9 @@ class Component:
         raise TypeError(f"{type(self).__name__} names no implementation (set `impl`)")
 
     def to_dict(self) -> dict[str, Any]:
-        return to_dict(self)
+        """This config as plain JSON-able data."""
+        data: dict[str, Any] = to_dict(self)
+        return data
 
 
 def to_dict(obj: Any) -> Any:

@@ -16,6 +16,13 @@ from amago_pipe.config.base import Component
 from amago_pipe.errors import ConfigError, did_you_mean
 
 _MISSING = dataclasses.MISSING
+_SCALAR_NAMES: dict[type, str] = {
+    bool: "a boolean (true/false)",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    type(None): "null",
+}
 
 
 class FieldError(ValueError):
@@ -49,6 +56,7 @@ class Problems:
 
 
 def join(path: str, key: str | int) -> str:
+    """The key path `path.key` (just `key` at the top)."""
     return f"{path}.{key}" if path else str(key)
 
 
@@ -72,16 +80,8 @@ def describe(value: Any) -> str:
 def expected(tp: Any) -> str:
     """Human name of a type annotation: `an integer`, `one of 'a', 'b'`."""
     origin = typing.get_origin(tp)
-    if tp is bool:
-        return "a boolean (true/false)"
-    if tp is int:
-        return "an integer"
-    if tp is float:
-        return "a number"
-    if tp is str:
-        return "a string"
-    if tp is type(None):
-        return "null"
+    if isinstance(tp, type) and tp in _SCALAR_NAMES:
+        return _SCALAR_NAMES[tp]
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
     if origin in (list, tuple):
@@ -184,12 +184,7 @@ def _check_fields(cls: type, kwargs: dict[str, Any], problems: Problems, path: s
     post_init = getattr(cls, "__post_init__", None)
     if post_init is None:
         return
-    defaults: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not _MISSING:
-            defaults[f.name] = f.default
-        elif f.default_factory is not _MISSING:
-            defaults[f.name] = f.default_factory()
+    defaults = _field_defaults(cls)
     values, flagged = {**defaults, **kwargs}, set()
     while True:
         probe: Any = object.__new__(cls)
@@ -209,6 +204,17 @@ def _check_fields(cls: type, kwargs: dict[str, Any], problems: Problems, path: s
             values[key] = defaults[key]
         except Exception:  # a check that needs a field which failed to convert
             return
+
+
+def _field_defaults(cls: type) -> dict[str, Any]:
+    """Default values of the dataclass fields that have one (factories called)."""
+    defaults: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not _MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not _MISSING:
+            defaults[f.name] = f.default_factory()
+    return defaults
 
 
 def _config_name(cls: type) -> str:

@@ -110,21 +110,10 @@ def resolve_references(data: dict[str, Any], problems: Problems) -> dict[str, An
         if ref in stack:
             problems.add(at, f"reference cycle: {' -> '.join((*stack, ref))}")
             return None
-        node: Any = root
-        for depth, part in enumerate(ref.split(".")):
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                keys = list(node) if isinstance(node, dict) else []
-                prefix = ".".join(ref.split(".")[:depth])
-                problems.add(
-                    at,
-                    f"unknown reference '${{{ref}}}': no key '{part}'{f' under {prefix}' if prefix else ''}"
-                    f"{did_you_mean(part, [str(k) for k in keys])}",
-                )
-                return None
+        found, node = _follow(root, ref)
+        if not found:
+            problems.add(at, node)
+            return None
         return walk(node, at, (*stack, ref))
 
     def walk(node: Any, at: str, stack: tuple[str, ...]) -> Any:
@@ -141,6 +130,25 @@ def resolve_references(data: dict[str, Any], problems: Problems) -> dict[str, An
 
     resolved: dict[str, Any] = walk(root, "", ())
     return resolved
+
+
+def _follow(root: Any, ref: str) -> tuple[bool, Any]:
+    """(True, the value at key path `ref`), or (False, the problem: which key is missing, did you mean)."""
+    node: Any = root
+    parts = ref.split(".")
+    for depth, part in enumerate(parts):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            keys = [str(k) for k in node] if isinstance(node, dict) else []
+            prefix = ".".join(parts[:depth])
+            return False, (
+                f"unknown reference '${{{ref}}}': no key '{part}'{f' under {prefix}' if prefix else ''}"
+                f"{did_you_mean(part, keys)}"
+            )
+    return True, node
 
 
 def check_graph(stages: Any, problems: Problems) -> dict[str, list[str]]:

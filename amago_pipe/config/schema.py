@@ -19,6 +19,7 @@ from amago_pipe.config.pipeline import PipelineConfig
 
 SCHEMA_ID = "https://amago-pipe.dev/schemas/pipeline.schema.json"
 PLUGIN_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$"
+_SCALAR_SCHEMAS: dict[type, str] = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
 
 
 class _Generator:
@@ -30,29 +31,14 @@ class _Generator:
         args = typing.get_args(tp)
         if tp is Any:
             return {}
-        if tp is bool:
-            return {"type": "boolean"}
-        if tp is int:
-            return {"type": "integer"}
-        if tp is float:
-            return {"type": "number"}
-        if tp is str:
-            return {"type": "string"}
-        if tp is type(None):
-            return {"type": "null"}
+        if isinstance(tp, type) and tp in _SCALAR_SCHEMAS:
+            return {"type": _SCALAR_SCHEMAS[tp]}
         if origin is Literal:
             return {"enum": list(args)}
         if origin in (Union, types.UnionType):
             return {"anyOf": [self.type_schema(a) for a in args]}
         if origin in (list, tuple):
-            if origin is tuple and args and args[-1] is not Ellipsis:
-                return {
-                    "type": "array",
-                    "prefixItems": [self.type_schema(a) for a in args],
-                    "minItems": len(args),
-                    "maxItems": len(args),
-                }
-            return {"type": "array", "items": self.type_schema(args[0]) if args else {}}
+            return self.array_schema(origin, args)
         if origin is dict:
             return {"type": "object", "additionalProperties": self.type_schema(args[1]) if args else {}}
         if isinstance(tp, type) and issubclass(tp, Component):
@@ -60,6 +46,16 @@ class _Generator:
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             return {"$ref": f"#/$defs/{self.dataclass_def(tp)}"}
         return {}
+
+    def array_schema(self, origin: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+        if origin is tuple and args and args[-1] is not Ellipsis:  # a fixed-length tuple
+            return {
+                "type": "array",
+                "prefixItems": [self.type_schema(a) for a in args],
+                "minItems": len(args),
+                "maxItems": len(args),
+            }
+        return {"type": "array", "items": self.type_schema(args[0]) if args else {}}
 
     def component(self, base: type[Component]) -> dict[str, Any]:
         name = f"{base.registry.kind}"
@@ -142,6 +138,7 @@ def generate_schema() -> dict[str, Any]:
 
 
 def schema_text() -> str:
+    """The pipeline JSON Schema as written to `schemas/pipeline.schema.json`."""
     return json.dumps(generate_schema(), indent=2, sort_keys=False) + "\n"
 
 

@@ -13,14 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import torch
 
 from amago_pipe.actions import ActionCodec
 from amago_pipe.data.batch import Batch, window_to_batch
 from amago_pipe.errors import DataError
 from amago_pipe.store import TrajectoryStore
-
-_STOP = object()
 
 
 def check_partitions(store: TrajectoryStore, partitions: dict[str, float], *, where: str) -> dict[str, int]:
@@ -141,10 +138,3 @@ class BatchLoader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def torch_generator(seed: int) -> torch.Generator:
-    """A CPU torch generator seeded deterministically."""
-    g = torch.Generator()
-    g.manual_seed(seed)
-    return g

@@ -26,6 +26,7 @@ def styled(text: str, style: str) -> str:
 
 
 def format_duration(seconds: float | None) -> str:
+    """`12.3s`, `4m05s` or `1h02m`; `-` when unknown."""
     if seconds is None:
         return "-"
     if seconds < 60:
@@ -35,6 +36,7 @@ def format_duration(seconds: float | None) -> str:
 
 
 def format_metric(metrics: dict[str, Any]) -> str:
+    """The first metric as `key=value` (floats to 4 significant digits); empty when there is none."""
     if not metrics:
         return ""
     key, value = next(iter(metrics.items()))

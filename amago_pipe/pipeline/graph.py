@@ -36,6 +36,7 @@ def topological_order(needs: dict[str, list[str]]) -> list[str]:
 
 
 def descendants(needs: dict[str, list[str]], name: str) -> set[str]:
+    """Every stage that needs `name`, directly or through others."""
     out: set[str] = set()
     frontier = [name]
     while frontier:
@@ -48,6 +49,7 @@ def descendants(needs: dict[str, list[str]], name: str) -> set[str]:
 
 
 def ancestors(needs: dict[str, list[str]], name: str) -> set[str]:
+    """Every stage `name` needs, directly or through others."""
     out: set[str] = set()
     frontier = [name]
     while frontier:

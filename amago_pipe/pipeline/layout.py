@@ -19,10 +19,12 @@ _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def default_run_dir(loaded: LoadedPipeline) -> Path:
+    """`runs/<pipeline name>`."""
     return Path("runs") / loaded.config.name
 
 
 def stage_dir(run_dir: Path, name: str) -> Path:
+    """The output folder of stage `name` in a run directory."""
     return run_dir / STAGES_DIR / name
 
 

@@ -139,12 +139,7 @@ class Runner:
             return Decision(name, "run", "forced", new)
         if up_rerun:
             return Decision(name, "run", f"upstream '{up_rerun[0]}' re-runs", new)
-        for dep in self.loaded.needs[name]:
-            if lock.record(dep).status != "done":
-                raise ConfigError(
-                    f"stage '{name}' needs '{dep}', which has not completed (status: {lock.record(dep).status}); "
-                    f"run it first (drop --only/--from)"
-                )
+        self._check_upstream_done(name, lock)
         stage = self._stage(name, self._context(name))
         new.input_hashes = stage.input_fingerprints()
         new.upstream = {d: lock.record(d).output_hash for d in self.loaded.needs[name]}
@@ -167,6 +162,14 @@ class Runner:
         changed = f"changed: {', '.join(keys or [])}" if keys else ""
         reason = "; ".join(r for r in ("interrupted" if status == "interrupted" else "", changed) if r)
         return Decision(name, "resume", reason, new, resume_at=stage.resume_point())
+
+    def _check_upstream_done(self, name: str, lock: LockFile) -> None:
+        for dep in self.loaded.needs[name]:
+            if lock.record(dep).status != "done":
+                raise ConfigError(
+                    f"stage '{name}' needs '{dep}', which has not completed (status: {lock.record(dep).status}); "
+                    f"run it first (drop --only/--from)"
+                )
 
     @staticmethod
     def _restart_reason(

@@ -1,26 +1,23 @@
 """FIFO eviction at episode granularity: drop the oldest whole segments, trim the one at the boundary.
 
 Segments are immutable, so trimming rewrites the boundary segment's newest episodes into a new segment that
-sorts in its place, then swaps it in. numpy + zarr only; must not import torch or click.
+sorts in its place, then swaps it in. The store checks the partition's kind first (protected ones are never
+evicted). numpy + zarr only; must not import torch or click.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from amago_pipe.errors import DataError
+from amago_pipe.store.files import StoreFiles
 from amago_pipe.store.format import is_segment_id, marker_key, new_segment_id, segment_key
 from amago_pipe.store.info import SegmentMarker
 from amago_pipe.store.reader import SegmentVanished
 from amago_pipe.store.segments import SegmentBuilder
 
-if TYPE_CHECKING:
-    from amago_pipe.store.zarr_store import TrajectoryStore
 
-
-def evict(store: TrajectoryStore, partition: str, max_timesteps: int) -> int:
+def evict(files: StoreFiles, partition: str, max_timesteps: int) -> int:
     """Remove the oldest episodes until at most `max_timesteps` remain; returns the timesteps removed.
 
     Whole episodes only: an episode is kept entirely or removed entirely (one longer than `max_timesteps`
@@ -28,16 +25,9 @@ def evict(store: TrajectoryStore, partition: str, max_timesteps: int) -> int:
     episodes (it keeps its place in the FIFO order). A writer killed mid-trim loses that segment's kept
     episodes at worst, never more than that segment.
     """
-    kind, _ = store.partition_config(partition)
-    if kind == "protected":
-        raise DataError(
-            f"partition '{partition}' is protected and never evicted; to remove its data, copy the partitions "
-            f"to keep into a new store (`amago-pipe store copy SRC DST --partition NAME`), or replace a "
-            f"conversion with `amago-pipe convert ... --force`"
-        )
     if max_timesteps < 0:
         raise DataError(f"evict: max_timesteps must be >= 0, got {max_timesteps}")
-    markers = store.markers(partition)
+    markers = files.markers(partition)
     excess = sum(m.info.timesteps for m in markers) - max_timesteps
     victims: list[str] = []
     boundary: tuple[SegmentMarker, int] | None = None
@@ -53,24 +43,24 @@ def evict(store: TrajectoryStore, partition: str, max_timesteps: int) -> int:
             break
     removed = sum(m.info.timesteps for m in markers if m.info.id in victims)
     if victims:
-        store.drop_segments(partition, victims)
+        files.drop(partition, victims)
     if boundary is not None:
-        removed += _trim(store, *boundary)
+        removed += _trim(files, *boundary)
     return removed
 
 
-def _trim(store: TrajectoryStore, marker: SegmentMarker, drop_episodes: int) -> int:
+def _trim(files: StoreFiles, marker: SegmentMarker, drop_episodes: int) -> int:
     """Replace a sealed segment by one holding its episodes from `drop_episodes` on; returns timesteps removed
     (0 when another process removed the segment first)."""
     info = marker.info
     created_ns = int(info.id[:19]) if is_segment_id(info.id) else None
     builder = SegmentBuilder(
-        store, info.partition, segment_id=new_segment_id(created_ns), expected_rows=info.rows, attrs=info.attrs
+        files, info.partition, segment_id=new_segment_id(created_ns), expected_rows=info.rows, attrs=info.attrs
     )
     try:
-        builder.add_segment(store, marker, drop_episodes)
+        builder.add_segment(files, marker, drop_episodes)
         # Deleting the marker is the claim: of processes trimming or dropping this segment at once, one wins.
-        if not store.backend.delete(marker_key(info.partition, info.id)):
+        if not files.backend.delete(marker_key(info.partition, info.id)):
             builder.abort()
             return 0
         trimmed = builder.seal()
@@ -80,6 +70,6 @@ def _trim(store: TrajectoryStore, marker: SegmentMarker, drop_episodes: int) -> 
     except BaseException:
         builder.abort()
         raise
-    store.backend.delete(segment_key(info.partition, info.id))
-    store.segment_replaced(info.partition, info.id, trimmed)
+    files.backend.delete(segment_key(info.partition, info.id))
+    files.replaced(info.id, trimmed)
     return info.timesteps - trimmed.info.timesteps

@@ -50,26 +50,32 @@ _SEGMENT_ID_RE = re.compile(r"^(\d{19})-(\d{7})-([0-9a-f]{6})$")
 
 
 def partition_key(partition: str) -> str:
+    """The partition's group."""
     return f"{PARTITIONS}/{partition}"
 
 
 def segments_key(partition: str) -> str:
+    """The folder of the partition's segments, sealed or not."""
     return f"{PARTITIONS}/{partition}/segments"
 
 
 def segment_key(partition: str, segment_id: str) -> str:
+    """One segment's group."""
     return f"{PARTITIONS}/{partition}/segments/{segment_id}"
 
 
 def sealed_key(partition: str) -> str:
+    """The folder of the partition's seal markers."""
     return f"{PARTITIONS}/{partition}/sealed"
 
 
 def marker_key(partition: str, segment_id: str) -> str:
+    """One segment's seal marker."""
     return f"{PARTITIONS}/{partition}/sealed/{segment_id}.json"
 
 
 def quarantine_key(partition: str, segment_id: str) -> str:
+    """Where `verify --quarantine` moves a damaged segment."""
     return f"{QUARANTINE}/{partition}/{segment_id}"
 
 
@@ -95,6 +101,7 @@ def default_kind(partition: str) -> PartitionKind:
 
 
 def check_kind(kind: str) -> PartitionKind:
+    """Return `kind` if it is a partition kind, else raise DataError with a did-you-mean."""
     if kind not in PARTITION_KINDS:
         raise DataError(
             f"unknown partition kind {kind!r} (known: {', '.join(PARTITION_KINDS)}){did_you_mean(kind, PARTITION_KINDS)}"
@@ -110,6 +117,7 @@ def new_segment_id(created_ns: int | None = None) -> str:
 
 
 def is_segment_id(name: str) -> bool:
+    """True for ids made by `new_segment_id`."""
     return bool(_SEGMENT_ID_RE.match(name))
 
 
@@ -120,6 +128,7 @@ def segment_created(segment_id: str) -> float:
 
 
 def segment_pid(segment_id: str) -> int | None:
+    """The writer's pid (modulo 10**7) recorded in a segment id; None for other ids."""
     m = _SEGMENT_ID_RE.match(segment_id)
     return int(m.group(2)) if m else None
 
@@ -236,7 +245,7 @@ def segment_fields(spec: DataSpec) -> dict[str, FieldSpec]:
 def storable_dtype(dtype: Any, what: str) -> np.dtype[Any]:
     """`dtype` as a numpy dtype if the store can hold it (bool, integers, floats); DataError naming `what` otherwise."""
     try:
-        dt = np.dtype(dtype)
+        dt: np.dtype[Any] = np.dtype(dtype)
     except TypeError as e:
         raise DataError(
             f"{what}: dtype {dtype!r} is not a numpy dtype; the store holds bool, integer and float arrays"

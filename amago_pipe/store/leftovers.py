@@ -10,33 +10,30 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from amago_pipe.processes import pid_alive
+from amago_pipe.store.files import StoreFiles
 from amago_pipe.store.format import PARTITIONS, marker_key, sealed_key, segment_key, segment_pid, segments_key
 
-if TYPE_CHECKING:
-    from amago_pipe.store.zarr_store import TrajectoryStore
 
-
-def unsealed_segments(store: TrajectoryStore, partition: str) -> Iterator[str]:
+def unsealed_segments(files: StoreFiles, partition: str) -> Iterator[str]:
     """Ids of the segment folders of `partition` that have no seal marker (being written, or abandoned)."""
-    sealed = {n[:-5] for n in store.backend.list_dir(sealed_key(partition)) if n.endswith(".json")}
-    for sid in store.backend.list_dir(segments_key(partition)):
+    sealed = {n[:-5] for n in files.backend.list_dir(sealed_key(partition)) if n.endswith(".json")}
+    for sid in files.backend.list_dir(segments_key(partition)):
         if sid in sealed or sid.startswith(".") or sid == "zarr.json":
             continue
-        if store.backend.is_dir(segment_key(partition, sid)) and not store.backend.exists(marker_key(partition, sid)):
+        if files.backend.is_dir(segment_key(partition, sid)) and not files.backend.exists(marker_key(partition, sid)):
             yield sid
 
 
-def writer_state(store: TrajectoryStore, partition: str, sid: str, *, id_pid_is_local: bool = False) -> tuple[str, str]:
+def writer_state(files: StoreFiles, partition: str, sid: str, *, id_pid_is_local: bool = False) -> tuple[str, str]:
     """(`alive` | `dead` | `unknown`, who) for the process writing an unsealed segment.
 
     `dead` only when provable: the segment's metadata names this host and that process is gone. Writers on
     other hosts are `unknown`, and so are segments whose metadata is not readable (yet) unless
     `id_pid_is_local` (`verify --quarantine`): then the pid in the segment id is checked on this host.
     """
-    raw = store.backend.read_bytes(f"{segment_key(partition, sid)}/zarr.json")
+    raw = files.backend.read_bytes(f"{segment_key(partition, sid)}/zarr.json")
     try:
         writer = (json.loads(raw).get("attributes") or {}).get("writer") or {} if raw else {}
         host, pid = str(writer["host"]), int(writer["pid"])
@@ -51,28 +48,28 @@ def writer_state(store: TrajectoryStore, partition: str, sid: str, *, id_pid_is_
     return ("alive" if pid_alive(pid) else "dead"), who
 
 
-def reclaim_abandoned(store: TrajectoryStore, partition: str) -> list[str]:
+def reclaim_abandoned(files: StoreFiles, partition: str) -> list[str]:
     """Delete the unsealed segments of `partition` whose writer is provably dead; returns their ids."""
     removed = []
-    for sid in unsealed_segments(store, partition):
-        if writer_state(store, partition, sid)[0] == "dead":
-            store.backend.delete(segment_key(partition, sid))
+    for sid in unsealed_segments(files, partition):
+        if writer_state(files, partition, sid)[0] == "dead":
+            files.backend.delete(segment_key(partition, sid))
             removed.append(sid)
     return removed
 
 
-def discard_if_unused(store: TrajectoryStore) -> bool:
+def discard_if_unused(files: StoreFiles) -> bool:
     """Remove a store that holds only group metadata (no segment, sealed or not, of any writer); True if removed.
 
     For a write that created the store and failed: another process may have opened the store meanwhile, and
     its data is never touched. The root zarr.json goes first, so nobody opens the store while it is removed.
     """
-    backend = store.backend
-    files = backend.files()
+    backend = files.backend
+    keys = backend.files()
     skeleton = {"zarr.json", f"{PARTITIONS}/zarr.json"}
-    if any(f not in skeleton and not _partition_metadata(f) for f in files):
+    if any(k not in skeleton and not _partition_metadata(k) for k in keys):
         return False
-    for key in ["zarr.json", *(f for f in files if f != "zarr.json")]:
+    for key in ["zarr.json", *(k for k in keys if k != "zarr.json")]:
         backend.delete(key)
     backend.prune_dirs()
     return True

@@ -1,7 +1,7 @@
 """`WindowSampler`: batches of windows from sealed segments, resident ones gathered from RAM, cold ones read.
 
-Segments are re-listed at most every `store.refresh_seconds` (at once after a seal, drop or eviction made
-through the same store object). A segment that vanishes mid-read makes the sampler re-list and draw the
+Segments are re-listed at most every `refresh_seconds` (at once after a seal, drop or eviction made
+through the same `StoreFiles`). A segment that vanishes mid-read makes the sampler re-list and draw the
 batch again. Placement modes live in `windows.py`. numpy + zarr only; must not import torch or click.
 """
 
@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from amago_pipe.errors import ConfigError, DataError, StoreFormatError, did_you_mean
 from amago_pipe.store.cache import SegmentCache
+from amago_pipe.store.files import StoreFiles
 from amago_pipe.store.info import SegmentMarker, WindowBatch
 from amago_pipe.store.reader import SegmentVanished, check_still_sealed, load_segment, open_segment, read_rows
 from amago_pipe.store.windows import MODES, PartitionIndex
-
-if TYPE_CHECKING:
-    from amago_pipe.store.zarr_store import TrajectoryStore
 
 RETRIES = 8
 OPEN_SEGMENTS = 64
@@ -29,27 +27,31 @@ OPEN_SEGMENTS = 64
 class WindowSampler:
     """Samples `WindowBatch`es from one store. Not thread-safe; use one per process or thread."""
 
-    def __init__(self, store: TrajectoryStore):
-        self.store = store
-        self.cache = SegmentCache(store.fields, store.cache_bytes)
+    def __init__(self, files: StoreFiles, *, cache_bytes: int, refresh_seconds: float):
+        self.files = files
+        self.refresh_seconds = refresh_seconds
+        """Sealed segments are re-listed at most this often."""
+        self.cache = SegmentCache(files.fields, cache_bytes)
         self.indexes: dict[str, PartitionIndex] = {}
         self._listed_at: dict[str, float] = {}
         self._cache_version = -1
         self._open: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._arange: dict[int, np.ndarray] = {}
-        self._obs_fields = [(n[4:], n) for n in store.fields if n.startswith("obs/")]
-        self._goal_fields = [(n[6:], n) for n in store.fields if n.startswith("goals/")]
+        self._obs_fields = [(n[4:], n) for n in files.fields if n.startswith("obs/")]
+        self._goal_fields = [(n[6:], n) for n in files.fields if n.startswith("goals/")]
         self._known: list[str] = []
         self._known_at = -np.inf
+        self._files_version = files.version
 
     def invalidate(self) -> None:
+        """Make the next `sample` re-list partitions and segments."""
         self._listed_at.clear()
         self._known_at = -np.inf
 
     def _partitions(self, *, fresh: bool = False) -> list[str]:
         now = time.monotonic()
-        if fresh or now - self._known_at >= self.store.refresh_seconds:
-            self._known, self._known_at = self.store.partitions(), now
+        if fresh or now - self._known_at >= self.refresh_seconds:
+            self._known, self._known_at = self.files.partitions(), now
         return self._known
 
     def sample(
@@ -61,7 +63,11 @@ class WindowSampler:
         rng: np.random.Generator,
         mode: str = "timesteps",
     ) -> WindowBatch:
+        """`batch_size` windows of `seq_len` steps; see `TrajectoryStore.sample`."""
         _check_args(batch_size, seq_len, mode)
+        if self._files_version != self.files.version:  # sealed, dropped or replaced through this store
+            self._files_version = self.files.version
+            self.invalidate()
         names = self._resolve(partitions)
         for _ in range(RETRIES):
             self._refresh(names)
@@ -72,7 +78,7 @@ class WindowSampler:
                 return self._gather(indexes, plan, seq_len, names)
             except SegmentVanished:
                 self.invalidate()
-        raise StoreFormatError(f"{self.store.url}: segments kept vanishing while sampling ({RETRIES} tries)")
+        raise StoreFormatError(f"{self.files.url}: segments kept vanishing while sampling ({RETRIES} tries)")
 
     # ------------------------------------------------------------ listing and residency
 
@@ -80,7 +86,7 @@ class WindowSampler:
         known = self._partitions()
         if partitions is None:
             if not known:
-                raise DataError(f"{self.store.url}: nothing to sample, the store has no partitions yet")
+                raise DataError(f"{self.files.url}: nothing to sample, the store has no partitions yet")
             return known
         if not partitions:
             raise ConfigError("sample: `partitions` is empty; give weights like {'protected': 0.5, 'fifo': 0.5}")
@@ -89,7 +95,7 @@ class WindowSampler:
         for name, weight in partitions.items():
             if name not in known:
                 raise DataError(
-                    f"sample: no partition '{name}' in {self.store.url} (partitions: {', '.join(known) or 'none'})"
+                    f"sample: no partition '{name}' in {self.files.url} (partitions: {', '.join(known) or 'none'})"
                     f"{did_you_mean(name, known)}"
                 )
             if not np.isfinite(weight) or weight < 0:
@@ -99,9 +105,9 @@ class WindowSampler:
     def _refresh(self, names: list[str]) -> None:
         now = time.monotonic()
         for name in names:
-            if now - self._listed_at.get(name, -np.inf) < self.store.refresh_seconds and name in self.indexes:
+            if now - self._listed_at.get(name, -np.inf) < self.refresh_seconds and name in self.indexes:
                 continue
-            markers = self.store._list_markers(name)
+            markers = self.files.markers(name)
             if name not in self.indexes or self.indexes[name].ids != tuple(m.info.id for m in markers):
                 self.indexes[name] = PartitionIndex(name, markers)
                 self._cache_version = -1
@@ -122,7 +128,7 @@ class WindowSampler:
         name, sid = key.split("/", 1)
         marker = self.indexes[name].markers[self.indexes[name].ids.index(sid)]
         try:
-            return load_segment(self.store, marker)
+            return load_segment(self.files, marker)
         except SegmentVanished:
             return None
 
@@ -145,7 +151,7 @@ class WindowSampler:
         if weights.sum() <= 0:
             names = ", ".join(idx.name for idx in indexes)
             raise DataError(
-                f"sample: nothing to sample from {self.store.url}: partitions {names} hold no episodes "
+                f"sample: nothing to sample from {self.files.url}: partitions {names} hold no episodes "
                 "(or all have weight 0)"
             )
         if len(indexes) == 1:
@@ -251,8 +257,8 @@ class WindowSampler:
                 has_prev = int(plan["start"][b] > 0)
                 pieces.append(np.arange(first - has_prev, first + n_obs))
                 spans.append((b, has_prev, n_obs))
-            data = read_rows(self.store, marker, self._arrays(marker), np.concatenate(pieces))
-            check_still_sealed(self.store, idx.name, sid)
+            data = read_rows(self.files, marker, self._arrays(marker), np.concatenate(pieces))
+            check_still_sealed(self.files, idx.name, sid)
             cursor = 0
             for b, has_prev, n_obs in spans:
                 if has_prev:
@@ -275,7 +281,7 @@ class WindowSampler:
         if key in self._open:
             self._open.move_to_end(key)
             return self._open[key]
-        _, arrays = open_segment(self.store, marker)
+        _, arrays = open_segment(self.files, marker)
         self._open[key] = arrays
         if len(self._open) > OPEN_SEGMENTS:
             self._open.popitem(last=False)

@@ -7,13 +7,15 @@ episodes and rolls segments over. numpy + zarr only; must not import torch or cl
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from amago_pipe.errors import DataError, StoreFormatError
 from amago_pipe.store.episode import Episode
+from amago_pipe.store.files import StoreFiles
 from amago_pipe.store.format import (
     FieldSpec,
     chunk_rows,
@@ -26,9 +28,6 @@ from amago_pipe.store.format import (
 )
 from amago_pipe.store.info import SegmentInfo, SegmentMarker
 from amago_pipe.store.reader import check_still_sealed, episode_blocks, episode_meta, open_segment, read_block
-
-if TYPE_CHECKING:
-    from amago_pipe.store.zarr_store import TrajectoryStore
 
 
 def episode_rows(episode: Episode, fields: dict[str, FieldSpec]) -> dict[str, np.ndarray]:
@@ -88,7 +87,7 @@ class SegmentBuilder:
 
     def __init__(
         self,
-        store: TrajectoryStore,
+        files: StoreFiles,
         partition: str,
         *,
         segment_id: str | None = None,
@@ -97,16 +96,16 @@ class SegmentBuilder:
     ):
         import zarr
 
-        self.store, self.partition = store, partition
+        self.files, self.partition = files, partition
         self.id = segment_id or new_segment_id()
         self.attrs = dict(attrs or {})
         self.key = segment_key(partition, self.id)
         self.group = zarr.create_group(
-            store.backend.zarr_store(), path=self.key, attributes={"writer": writer_info(), "attrs": self.attrs}
+            files.backend.zarr_store(), path=self.key, attributes={"writer": writer_info(), "attrs": self.attrs}
         )
-        codec = compressors(store.codec)
+        codec = compressors(files.codec)
         self.buffers: dict[str, _FieldBuffer] = {}
-        for name, f in store.fields.items():
+        for name, f in files.fields.items():
             chunk = chunk_rows(f.row_bytes, expected_rows)
             array = self.group.create_array(
                 name,
@@ -171,7 +170,7 @@ class SegmentBuilder:
         for buf in self.buffers.values():
             buf.write(whole_chunks_only=True)
 
-    def add_segment(self, src: TrajectoryStore, marker: SegmentMarker, first_episode: int = 0) -> None:
+    def add_segment(self, src: StoreFiles, marker: SegmentMarker, first_episode: int = 0) -> None:
         """Append the episodes of a sealed segment of `src` from `first_episode` on, in blocks of whole episodes."""
         group, arrays = open_segment(src, marker)
         env_names, sources, metas = episode_meta(group)
@@ -192,9 +191,9 @@ class SegmentBuilder:
 
         StoreFormatError (nothing committed) when the store was removed meanwhile, e.g. by a failed first
         conversion that saw no other writer yet."""
-        if not self.store.backend.exists("zarr.json"):
+        if not self.files.backend.exists("zarr.json"):
             raise StoreFormatError(
-                f"{self.store.url}: the store was removed while segment {self.id} was being written; nothing was "
+                f"{self.files.url}: the store was removed while segment {self.id} was being written; nothing was "
                 "committed — write again (the store is created anew)"
             )
         for buf in self.buffers.values():
@@ -210,7 +209,7 @@ class SegmentBuilder:
             episodes=len(self.lengths),
             timesteps=self.timesteps,
             rows=self.rows,
-            bytes=self.store.backend.size(self.key),
+            bytes=self.files.backend.size(self.key),
             created=segment_created(self.id),
             sealed=time.time(),
             attrs=self.attrs,
@@ -221,12 +220,12 @@ class SegmentBuilder:
             np.asarray(self.time_starts, dtype=np.int64),
             np.asarray(self.returns, dtype=np.float64),
         )
-        self.store.backend.write_atomic(marker_key(self.partition, self.id), marker.to_json())
+        self.files.backend.write_atomic(marker_key(self.partition, self.id), marker.to_json())
         return marker
 
     def abort(self) -> None:
         """Remove the unsealed segment."""
-        self.store.backend.delete(self.key)
+        self.files.backend.delete(self.key)
 
 
 class SegmentWriter:
@@ -234,16 +233,19 @@ class SegmentWriter:
 
     def __init__(
         self,
-        store: TrajectoryStore,
+        files: StoreFiles,
         partition: str,
         *,
+        on_seal: Callable[[SegmentMarker], None],
         atomic: bool = False,
         attrs: dict[str, Any] | None = None,
         segment_timesteps: int = 100_000,
     ):
         if segment_timesteps < 1:
             raise DataError(f"writer: segment_timesteps must be >= 1, got {segment_timesteps}")
-        self.store, self.partition, self.atomic = store, partition, atomic
+        self.files, self.partition, self.atomic = files, partition, atomic
+        self.on_seal = on_seal
+        """Called with each marker this writer seals (the store records it and applies the fifo capacity)."""
         self.attrs = dict(attrs or {})
         self.segment_timesteps = segment_timesteps
         self.sealed: list[SegmentInfo] = []
@@ -253,7 +255,7 @@ class SegmentWriter:
         self._builder: SegmentBuilder | None = None
         self._closed = False
         if atomic:  # the unsealed segment exists from the start: other processes see this writer at work
-            self._builder = SegmentBuilder(store, partition, attrs=self.attrs)
+            self._builder = SegmentBuilder(files, partition, attrs=self.attrs)
 
     def __enter__(self) -> SegmentWriter:
         return self
@@ -275,11 +277,11 @@ class SegmentWriter:
         """Validate `episode` against the store's spec and buffer it; full segments are sealed as they fill."""
         if self._closed:
             raise DataError(f"writer for partition '{self.partition}' is closed; open a new one with store.writer()")
-        episode.validate(self.store.spec, name=f"episode {self.episodes_added} written to '{self.partition}'")
-        rows = episode_rows(episode, self.store.fields)
+        episode.validate(self.files.spec, name=f"episode {self.episodes_added} written to '{self.partition}'")
+        rows = episode_rows(episode, self.files.fields)
         if self._builder is None:
             expected = None if self.atomic else self.segment_timesteps + max(1, self.segment_timesteps // 100)
-            self._builder = SegmentBuilder(self.store, self.partition, expected_rows=expected, attrs=self.attrs)
+            self._builder = SegmentBuilder(self.files, self.partition, expected_rows=expected, attrs=self.attrs)
         self._builder.add_rows(
             rows,
             length=episode.length,
@@ -330,4 +332,4 @@ class SegmentWriter:
             builder.abort()
             raise
         self.sealed.append(marker.info)
-        self.store._segment_sealed(self.partition, marker)
+        self.on_seal(marker)

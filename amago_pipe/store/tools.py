@@ -119,11 +119,11 @@ def copy_store(src: TrajectoryStore, dst_url: str | Path, partitions: list[str] 
 def _copy_segment(src: TrajectoryStore, dst: TrajectoryStore, marker: SegmentMarker) -> None:
     """Re-encode one segment into `dst` under the same id."""
     info = marker.info
-    builder = SegmentBuilder(dst, info.partition, segment_id=info.id, expected_rows=info.rows, attrs=info.attrs)
+    builder = SegmentBuilder(dst.files, info.partition, segment_id=info.id, expected_rows=info.rows, attrs=info.attrs)
     try:
-        builder.add_segment(src, marker)
+        builder.add_segment(src.files, marker)
         sealed = builder.seal()
     except BaseException:
         builder.abort()
         raise
-    dst._segment_sealed(info.partition, sealed)
+    dst.segment_sealed(sealed)

@@ -115,7 +115,7 @@ def _check_segment(
         marker = SegmentMarker.from_json(raw, marker_key(partition, sid))
     except StoreFormatError as e:
         return f"seal marker: {e}", None
-    problem, _, arrays = segment_problem(store, marker)
+    problem, _, arrays = segment_problem(store.files, marker)
     if problem is not None or not deep:
         return problem, marker
     for name, arr in arrays.items():
@@ -153,8 +153,8 @@ def _quarantine(store: TrajectoryStore, partition: str, sid: str, finding: Findi
 
 
 def _find_unsealed(store: TrajectoryStore, partition: str, report: VerifyReport, *, clean: bool) -> None:
-    for sid in unsealed_segments(store, partition):
-        state, who = writer_state(store, partition, sid, id_pid_is_local=True)
+    for sid in unsealed_segments(store.files, partition):
+        state, who = writer_state(store.files, partition, sid, id_pid_is_local=True)
         if state != "dead":
             detail = f"writer {who} is running" if state == "alive" else f"writer {who}"
             report.findings.append(Finding(partition, sid, "in-progress", f"unsealed; {detail}"))

@@ -1,7 +1,8 @@
 """`TrajectoryStore`: partitions of sealed segments in one Zarr v3 hierarchy; append, evict, list, sample.
 
-Writers never lock: each writes its own segment and seals it with a marker written last. numpy + zarr
-only; must not import torch or click.
+Writers never lock: each writes its own segment and seals it with a marker written last. The facade
+composes a `StoreFiles` (files.py) and hands it to the parts below (reader, writers, sampler, eviction,
+leftovers), which never call back into it. numpy + zarr only; must not import torch or click.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from amago_pipe.errors import DataError, StoreFormatError, did_you_mean
 from amago_pipe.spec import DataSpec
 from amago_pipe.store.backend import Backend, backend_for
 from amago_pipe.store.episode import Episode
+from amago_pipe.store.files import StoreFiles
 from amago_pipe.store.format import (
     DEFAULT_CODEC,
     PARTITIONS,
@@ -28,12 +30,9 @@ from amago_pipe.store.format import (
     check_root_attrs,
     compressors,
     default_kind,
-    marker_key,
     partition_key,
     root_attrs,
-    sealed_key,
     segment_fields,
-    segment_key,
 )
 from amago_pipe.store.info import PartitionInfo, SegmentInfo, SegmentMarker, WindowBatch
 from amago_pipe.store.leftovers import reclaim_abandoned
@@ -61,21 +60,22 @@ class TrajectoryStore:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         refresh_seconds: float = 1.0,
     ):
+        self.files = StoreFiles(backend, DataSpec.from_json(info["spec"]), info.get("codec", DEFAULT_CODEC))
+        """Backend, spec, fields and sealed-segment listing, shared with the reader, writers and sampler."""
         self.backend = backend
         self.url = backend.url
         self.info = info
         """The root `amago_pipe_store` attribute: format version, spec, codec, creation info."""
-        self.spec = DataSpec.from_json(info["spec"])
-        self.codec: str = info.get("codec", DEFAULT_CODEC)
+        self.spec = self.files.spec
+        self.codec: str = self.files.codec
         self.format_version: int = int(info["format_version"])
-        self.fields = segment_fields(self.spec)
+        self.fields = self.files.fields
         self.cache_bytes = int(cache_bytes)
         """RAM budget for decompressed segments used by `sample`."""
         self.refresh_seconds = float(refresh_seconds)
         """`sample` re-lists sealed segments at most this often (segments sealed through this object: at once)."""
         self.created = False
         """True when `create` made this store (rather than opening an existing one)."""
-        self._markers: dict[str, dict[str, SegmentMarker]] = {}
         self._sampler: WindowSampler | None = None
 
     # ------------------------------------------------------------ create / open
@@ -156,10 +156,7 @@ class TrajectoryStore:
 
     def partitions(self) -> list[str]:
         """Names of the partitions, sorted."""
-        names = self.backend.list_dir(PARTITIONS)
-        return [
-            n for n in names if not n.startswith((".", "_")) and self.backend.exists(f"{partition_key(n)}/zarr.json")
-        ]
+        return self.files.partitions()
 
     def _require(self, partition: str) -> str:
         check_partition_name(partition)
@@ -204,7 +201,7 @@ class TrajectoryStore:
     def partition_info(self, name: str) -> PartitionInfo:
         """Episodes, timesteps, bytes and return statistics, from the seal markers (no data is read)."""
         kind, capacity = self.partition_config(name)
-        markers = self._list_markers(name)
+        markers = self.files.markers(name)
         returns = np.concatenate([m.returns for m in markers]) if markers else np.zeros(0)
         has = len(returns) > 0
         return PartitionInfo(
@@ -223,30 +220,11 @@ class TrajectoryStore:
 
     def segments(self, partition: str) -> list[SegmentInfo]:
         """Sealed segments of a partition, oldest first (none for a partition not created yet)."""
-        return [m.info for m in self._list_markers(check_partition_name(partition))]
+        return [m.info for m in self.files.markers(check_partition_name(partition))]
 
     def markers(self, partition: str) -> list[SegmentMarker]:
         """Sealed segments with their episode tables (lengths, time starts, returns), oldest first."""
-        return self._list_markers(check_partition_name(partition))
-
-    def _list_markers(self, partition: str) -> list[SegmentMarker]:
-        """Sealed segments, oldest first; markers are immutable, so each is parsed once."""
-        cached = self._markers.setdefault(partition, {})
-        names = [
-            n[:-5]
-            for n in self.backend.list_dir(sealed_key(partition))
-            if n.endswith(".json") and not n.startswith(".")
-        ]
-        present = set(names)
-        for sid in [s for s in cached if s not in present]:
-            del cached[sid]
-        for sid in names:
-            if sid not in cached:
-                raw = self.backend.read_bytes(marker_key(partition, sid))
-                if raw is None:  # dropped between listing and reading
-                    continue
-                cached[sid] = SegmentMarker.from_json(raw, f"{self.url}/{marker_key(partition, sid)}")
-        return [cached[s] for s in sorted(cached)]
+        return self.files.markers(check_partition_name(partition))
 
     # ------------------------------------------------------------ writing and removing
 
@@ -266,38 +244,30 @@ class TrajectoryStore:
         rewrite a segment. Unsealed segments left by dead writers of this host are reclaimed first.
         """
         self._ensure_partition(partition)
-        reclaim_abandoned(self, partition)
+        reclaim_abandoned(self.files, partition)
         kind, capacity = self.partition_config(partition)
         if kind == "fifo" and capacity is not None and not atomic:
             segment_timesteps = min(segment_timesteps, max(1, capacity // 8))
-        return SegmentWriter(self, partition, atomic=atomic, attrs=attrs, segment_timesteps=segment_timesteps)
+        return SegmentWriter(
+            self.files,
+            partition,
+            on_seal=self.segment_sealed,
+            atomic=atomic,
+            attrs=attrs,
+            segment_timesteps=segment_timesteps,
+        )
 
-    def _segment_sealed(self, partition: str, marker: SegmentMarker) -> None:
-        self._markers.setdefault(partition, {})[marker.info.id] = marker
-        if self._sampler is not None:
-            self._sampler.invalidate()
-        kind, capacity = self.partition_config(partition)
+    def segment_sealed(self, marker: SegmentMarker) -> None:
+        """Record a segment sealed by a `SegmentBuilder` of this store, then apply its partition's fifo capacity."""
+        self.files.sealed(marker)
+        kind, capacity = self.partition_config(marker.info.partition)
         if kind == "fifo" and capacity is not None:
-            self.evict(partition, capacity)
+            self.evict(marker.info.partition, capacity)
 
     def drop_segments(self, partition: str, segment_ids: list[str]) -> None:
         """Remove sealed segments (marker first, so readers stop seeing them before any data goes). Ids that
         are already gone are skipped: another process may have evicted them."""
-        self._require(partition)
-        for sid in segment_ids:
-            self.backend.delete(marker_key(partition, sid))
-            self.backend.delete(segment_key(partition, sid))
-            self._markers.get(partition, {}).pop(sid, None)
-        if self._sampler is not None:
-            self._sampler.invalidate()
-
-    def segment_replaced(self, partition: str, old_id: str, marker: SegmentMarker) -> None:
-        """Record that segment `old_id` was rewritten as `marker` (eviction trims; no eviction runs)."""
-        cached = self._markers.setdefault(partition, {})
-        cached.pop(old_id, None)
-        cached[marker.info.id] = marker
-        if self._sampler is not None:
-            self._sampler.invalidate()
+        self.files.drop(self._require(partition), segment_ids)
 
     def evict(self, partition: str, max_timesteps: int) -> int:
         """Remove the oldest whole episodes until at most `max_timesteps` remain; returns timesteps removed.
@@ -308,15 +278,22 @@ class TrajectoryStore:
         """
         from amago_pipe.store.eviction import evict
 
-        return evict(self, partition, max_timesteps)
+        kind, _ = self.partition_config(partition)
+        if kind == "protected":
+            raise DataError(
+                f"partition '{partition}' is protected and never evicted; to remove its data, copy the partitions "
+                f"to keep into a new store (`amago-pipe store copy SRC DST --partition NAME`), or replace a "
+                f"conversion with `amago-pipe convert ... --force`"
+            )
+        return evict(self.files, partition, max_timesteps)
 
     # ------------------------------------------------------------ reading
 
     def iter_episodes(self, partition: str) -> Iterator[Episode]:
         """Every episode of a partition, oldest segment first. Segments evicted meanwhile are skipped."""
-        for marker in self._list_markers(check_partition_name(partition)):
+        for marker in self.files.markers(check_partition_name(partition)):
             try:
-                yield from iter_segment_episodes(self, marker)
+                yield from iter_segment_episodes(self.files, marker)
             except SegmentVanished:
                 continue
 
@@ -325,7 +302,7 @@ class TrajectoryStore:
         names = self.partitions() if partition is None else [check_partition_name(partition)]
         h = hashlib.sha256(json.dumps(self.info["spec"], sort_keys=True).encode())
         for name in names:
-            for m in self._list_markers(name):
+            for m in self.files.markers(name):
                 h.update(f"{name}/{m.info.id}:{m.info.rows}\n".encode())
         return h.hexdigest()[:20]
 
@@ -348,7 +325,9 @@ class TrajectoryStore:
         if self._sampler is None:
             from amago_pipe.store.sampler import WindowSampler
 
-            self._sampler = WindowSampler(self)
+            self._sampler = WindowSampler(
+                self.files, cache_bytes=self.cache_bytes, refresh_seconds=self.refresh_seconds
+            )
         return self._sampler.sample(batch_size, seq_len, partitions=partitions, rng=rng, mode=mode)
 
     def refresh(self) -> None:

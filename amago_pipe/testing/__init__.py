@@ -1,5 +1,6 @@
-"""Test helpers shipped with the package: the store contract suite and example specs/episodes.
+"""Test helpers shipped with the package: the store contract suite, example specs/episodes, synthetic sources.
 
-`amago_pipe.testing.store_contract.StoreContract` (pytest-style checks for any store) and
-`amago_pipe.testing.episodes` (example DataSpecs, random and counting episodes). Imports nothing here.
+`amago_pipe.testing.store_contract.StoreContract` (pytest-style checks for any store),
+`amago_pipe.testing.episodes` (example DataSpecs, random and counting episodes) and
+`amago_pipe.testing.synthetic` (datasets in each converter source layout). Imports nothing here.
 """

@@ -196,7 +196,7 @@ def leftovers(root: Path, store_urls: Iterable[str | Path] = ()) -> list[Leftove
         for partition in store.partitions():
             found += [
                 Leftover(f"{url}: unsealed {partition}/{sid}", segment_pid(sid))
-                for sid in unsealed_segments(store, partition)
+                for sid in unsealed_segments(store.files, partition)
             ]
     return sorted(found, key=lambda x: x.path)
 

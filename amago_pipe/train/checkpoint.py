@@ -47,16 +47,13 @@ class TrainingState:
     sampler: dict[str, Any] = field(default_factory=dict)
     best: dict[str, Any] = field(default_factory=dict)
     """Best validation so far: {"epoch": .., "return_mean": ..}."""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("epoch", "step", "timesteps", "wall_time", "sampler", "best", "extra")}
+        return {k: getattr(self, k) for k in ("epoch", "step", "timesteps", "wall_time", "sampler", "best")}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TrainingState:
-        return cls(
-            **{k: d[k] for k in ("epoch", "step", "timesteps", "wall_time", "sampler", "best", "extra") if k in d}
-        )
+        return cls(**{k: d[k] for k in ("epoch", "step", "timesteps", "wall_time", "sampler", "best") if k in d})
 
 
 # ---- RNG --------------------------------------------------------------------------------------

@@ -37,5 +37,6 @@ def lr_at(step: int, *, peak: float, warmup_steps: int) -> float:
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set the learning rate of every parameter group."""
     for group in optimizer.param_groups:
         group["lr"] = lr

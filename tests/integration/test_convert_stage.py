@@ -8,9 +8,9 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from amago_pipe.converters import synthetic as syn
 
 from amago_pipe.store import TrajectoryStore
+from amago_pipe.testing import synthetic as syn
 
 PIPELINE = """\
 version: 1

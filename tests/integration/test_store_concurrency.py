@@ -45,7 +45,7 @@ def writer_main(url: str, writer_id: int, episodes: int, atomic: bool) -> None:
             if atomic and i % 4 == 3:
                 w.flush()
             for info in w.sealed[sealed:]:
-                print(f"sealed {info.id} {info.episodes}", flush=True)
+                print(f"sealed {info.id} {info.episodes}", flush=True)  # noqa: T201 (read by the parent process)
             sealed = len(w.sealed)
 
 
@@ -65,7 +65,7 @@ def sampler_main(url: str, done_flag: str) -> None:
             check_episode_is_whole(batch.rewards[b, :n], batch.obs["observation"][b, : n + 1])
         windows_from_fifo += int((np.asarray(batch.partition_names)[batch.partition] == "fifo").sum())
         batches += 1
-    print(json.dumps({"batches": batches, "fifo_windows": windows_from_fifo}), flush=True)
+    print(json.dumps({"batches": batches, "fifo_windows": windows_from_fifo}), flush=True)  # noqa: T201 (to the parent)
 
 
 # ---------------------------------------------------------------- tests
@@ -150,7 +150,7 @@ def test_sigkilled_writers_leave_a_valid_store_with_every_sealed_episode(tmp_pat
     url = _make_store(tmp_path)
     TrajectoryStore.open(url).configure_partition("fifo", kind="fifo")  # no capacity: keep every segment
     seed = int(time.time())
-    print(f"kill moments drawn with seed {seed}")  # shown by pytest on failure
+    print(f"kill moments drawn with seed {seed}")  # noqa: T201 (shown by pytest on failure)
     rng = np.random.default_rng(seed)
     reported = _kill_writer_at_random_moment(url, rng, atomic=False)
     _check_after_kill(url, reported)

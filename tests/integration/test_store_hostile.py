@@ -18,11 +18,11 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from amago_pipe.converters import synthetic as syn
 from cli_support import cli_env
 
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.store.verify import verify_store
+from amago_pipe.testing import synthetic as syn
 from amago_pipe.testing.episodes import example_specs, random_episode
 
 BOX = example_specs()["box"]

@@ -212,7 +212,7 @@ def _collect_to_store(
             store.drop_segments(cfg.partition, old)
     except BaseException:
         if not existed:
-            discard_if_unused(store)
+            discard_if_unused(store.files)
         raise
     output = {
         "kind": "store",

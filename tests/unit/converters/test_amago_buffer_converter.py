@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from amago_pipe.converters import synthetic as syn
 from converter_helpers import run, stored
 
 from amago_pipe.errors import DataError
+from amago_pipe.testing import synthetic as syn
 
 
 def discrete_episode(rng: np.random.Generator, length: int, end: str) -> syn.TrueEpisode:

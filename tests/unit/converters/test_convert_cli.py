@@ -8,13 +8,13 @@ from pathlib import Path
 import click
 import numpy as np
 import pytest
-from amago_pipe.converters import synthetic as syn
 from click.testing import CliRunner
 from gymnasium import spaces
 
 from amago_pipe.cli.common import AmagoGroup
 from amago_pipe.cli.convert_cmds import COMMANDS, STORE_COMMANDS, parse_episodes
 from amago_pipe.errors import ConfigError
+from amago_pipe.testing import synthetic as syn
 
 
 @click.group(cls=AmagoGroup)

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from amago_pipe.converters import synthetic as syn
 from amago_pipe.converters.base import Converter, SourceInfo
 from amago_pipe.converters.run import convert
 from converter_helpers import make_config, run, store_listing, stored
@@ -17,6 +16,7 @@ from amago_pipe.errors import ConfigError, DataError, Interrupted
 from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
 from amago_pipe.store import Episode, TrajectoryStore
 from amago_pipe.store.tools import copy_store
+from amago_pipe.testing import synthetic as syn
 
 
 @pytest.fixture

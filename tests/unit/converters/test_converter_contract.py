@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from amago_pipe.converters import synthetic as syn
 from converter_helpers import run, stored
 from gymnasium import spaces
 
 from amago_pipe.config.registries import CONVERTERS
+from amago_pipe.testing import synthetic as syn
 
 LAYOUT = [(6, "terminal"), (4, "timeout"), (1, "terminal"), (5, "both"), (3, "none")]
 OBS_DIM, ACT_DIM = 3, 2

@@ -7,10 +7,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from amago_pipe.converters import synthetic as syn
 from converter_helpers import run, store_listing, stored
 
 from amago_pipe.errors import DataError
+from amago_pipe.testing import synthetic as syn
 
 LAYOUT = [(5, "terminal"), (7, "timeout"), (3, "both"), (4, "none")]
 

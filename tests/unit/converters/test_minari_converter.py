@@ -6,12 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from amago_pipe.converters import synthetic as syn
 from converter_helpers import run, stored
 from gymnasium import spaces
 
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.spec import flatten_space
+from amago_pipe.testing import synthetic as syn
 
 BOX = spaces.Box(-1, 1, (3,), np.float32)
 OBS_SPACES = {

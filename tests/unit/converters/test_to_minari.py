@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from amago_pipe.converters import synthetic as syn
 from amago_pipe.converters.to_minari import export_to_minari, spaces_from_spec
 from converter_helpers import run, stored
 from gymnasium import spaces
@@ -16,6 +15,7 @@ from gymnasium import spaces
 from amago_pipe.errors import DataError
 from amago_pipe.spec import from_spaces
 from amago_pipe.store import Episode, TrajectoryStore
+from amago_pipe.testing import synthetic as syn
 
 CASES = {
     "box-discrete": (spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(3)),

@@ -109,7 +109,7 @@ def test_inspect_reports_damage_and_abandoned_segments(store_path: str) -> None:
     store = TrajectoryStore.open(store_path)
     sid = store.segments("fifo")[0].id
     (Path(store_path) / "partitions" / "fifo" / "segments" / sid / "rewards" / "c.0").unlink()
-    abandoned = SegmentBuilder(store, "fifo")
+    abandoned = SegmentBuilder(store.files, "fifo")
     meta = Path(store_path) / "partitions" / "fifo" / "segments" / abandoned.id / "zarr.json"
     doc = json.loads(meta.read_text())
     doc["attributes"]["writer"]["pid"] = _dead_pid()

@@ -69,8 +69,12 @@ def test_cold_window_reads_refuse_a_damaged_segment(tmp_path: Path, how: str) ->
     _damage(segment, how)
     cold = TrajectoryStore.open(store.url, cache_bytes=0)  # nothing fits the cache: every window is read from zarr
     with pytest.raises(DataError, match=_message(segment)):
-        for seed in range(20):
-            cold.sample(8, 4, rng=np.random.default_rng(seed))
+        _sample_20_batches(cold)
+
+
+def _sample_20_batches(store: TrajectoryStore) -> None:
+    for seed in range(20):
+        store.sample(8, 4, rng=np.random.default_rng(seed))
 
 
 @pytest.mark.parametrize("how", DAMAGE)

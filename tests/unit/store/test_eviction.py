@@ -69,7 +69,7 @@ def test_a_trim_that_lost_the_race_writes_nothing(tmp_path) -> None:
     other = TrajectoryStore.open(store.url)
     stale = other.markers("fifo")[0]  # what a second evicting process listed before the first one trimmed
     assert store.evict("fifo", 55) == 50
-    assert _trim(other, stale, 3) == 0
+    assert _trim(other.files, stale, 3) == 0
     reread = TrajectoryStore.open(store.url)
     assert reread.partition_info("fifo").timesteps == 50 and len(list(reread.iter_episodes("fifo"))) == 5
     assert verify_store(reread).findings == []  # the loser's unsealed copy was removed too

@@ -81,7 +81,7 @@ def test_of_two_creations_exactly_one_creates(tmp_path: Path) -> None:
 
 def test_next_write_reclaims_dead_writers_leftovers_only(tmp_path: Path) -> None:
     store = TrajectoryStore.create(tmp_path / "s.zarr", BOX)
-    dead, live, remote = (SegmentBuilder(store, "fifo") for _ in range(3))
+    dead, live, remote = (SegmentBuilder(store.files, "fifo") for _ in range(3))
     _set_writer(store, dead.id, pid=_dead_pid())
     _set_writer(store, remote.id, pid=_dead_pid(), host="another-host")
     findings = {f["segment"]: f["status"] for f in describe_store(store)["findings"]}
@@ -90,19 +90,19 @@ def test_next_write_reclaims_dead_writers_leftovers_only(tmp_path: Path) -> None
         w.add(random_episode(BOX, 5, np.random.default_rng(0)))
     segments = Path(store.url) / "partitions" / "fifo" / "segments"
     assert not (segments / dead.id).exists() and (segments / live.id).is_dir() and (segments / remote.id).is_dir()
-    assert reclaim_abandoned(store, "fifo") == []
+    assert reclaim_abandoned(store.files, "fifo") == []
 
 
 def test_discard_removes_only_an_unused_store(tmp_path: Path) -> None:
     unused = TrajectoryStore.create(tmp_path / "a.zarr", BOX)
     unused.configure_partition("fifo", capacity_timesteps=10)
-    builder = SegmentBuilder(unused, "fifo")
+    builder = SegmentBuilder(unused.files, "fifo")
     builder.abort()
-    assert discard_if_unused(unused) and not (tmp_path / "a.zarr").exists()
+    assert discard_if_unused(unused.files) and not (tmp_path / "a.zarr").exists()
 
     used = TrajectoryStore.create(tmp_path / "b.zarr", BOX)
-    in_progress = SegmentBuilder(TrajectoryStore.open(used.url), "protected")  # another writer, not sealed yet
-    assert not discard_if_unused(used)
+    in_progress = SegmentBuilder(TrajectoryStore.open(used.url).files, "protected")  # another writer, not sealed yet
+    assert not discard_if_unused(used.files)
     in_progress.add_rows(
         {n: np.zeros((6, *f.shape), f.dtype) for n, f in used.fields.items()}, length=5, time_start=0, total_return=0.0
     )
@@ -113,8 +113,10 @@ def test_discard_removes_only_an_unused_store(tmp_path: Path) -> None:
 def test_sealing_into_a_removed_store_fails_and_commits_nothing(tmp_path: Path) -> None:
     store = TrajectoryStore.create(tmp_path / "s.zarr", BOX)
     removed = "the store was removed while segment .* nothing was committed"
-    with pytest.raises(StoreFormatError, match=removed), store.writer("protected", atomic=True) as w:
-        w.add(random_episode(BOX, 5, np.random.default_rng(0)))
-        (tmp_path / "s.zarr" / "zarr.json").unlink()
+    writer = store.writer("protected", atomic=True)
+    writer.add(random_episode(BOX, 5, np.random.default_rng(0)))
+    (tmp_path / "s.zarr" / "zarr.json").unlink()
+    with pytest.raises(StoreFormatError, match=removed):
+        writer.close()
     partition = tmp_path / "s.zarr" / "partitions" / "protected"
     assert not list(partition.glob("sealed/*.json")) and not [p for p in partition.glob("segments/*") if p.is_dir()]

@@ -88,10 +88,10 @@ def test_damage_is_found_and_quarantined(tmp_path: Path, damage: str, detail: st
 
 def test_unsealed_segments_of_dead_writers_are_reported_and_removed(tmp_path: Path) -> None:
     store = _store(tmp_path, segments=1)
-    live = SegmentBuilder(store, "protected")
+    live = SegmentBuilder(store.files, "protected")
     ep = random_episode(BOX, 5, np.random.default_rng(1))
     live.add_rows(episode_rows(ep, store.fields), length=5, time_start=0, total_return=ep.total_return)
-    dead = SegmentBuilder(store, "protected")
+    dead = SegmentBuilder(store.files, "protected")
     meta_path = Path(store.url) / "partitions" / "protected" / "segments" / dead.id / "zarr.json"
     doc = json.loads(meta_path.read_text())
     doc["attributes"]["writer"]["pid"] = _dead_pid()

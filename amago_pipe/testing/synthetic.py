@@ -1,4 +1,4 @@
-"""Synthetic datasets in each source layout (D4RL HDF5, Minari, AMAGO npz) for tests, benchmarks and demos.
+"""Synthetic datasets in each converter source layout (D4RL HDF5, Minari, AMAGO npz) for tests and benchmarks.
 
 Each writer returns the ground-truth episodes it wrote. numpy + h5py/gymnasium/minari (lazily); no torch.
 """
@@ -15,8 +15,6 @@ import numpy as np
 
 from amago_pipe.spec import flatten_obs
 from amago_pipe.store import Episode
-
-END_KINDS = ("terminal", "timeout", "both", "none")
 
 
 @dataclass
@@ -56,7 +54,6 @@ def write_d4rl_hdf5(
     *,
     next_observations: bool = True,
     timeouts: bool = True,
-    extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write `episodes` back to back in the D4RL layout (one row per transition; the final obs only in next_obs)."""
     import h5py
@@ -74,7 +71,6 @@ def write_d4rl_hdf5(
         rows["next_observations"] = np.concatenate([e.obs["observation"][1:] for e in episodes])
     for key in episodes[0].infos:
         rows[f"infos/{key}"] = np.concatenate([e.infos[key][:-1] for e in episodes])
-    rows.update(extra or {})
     with h5py.File(path, "w") as f:
         for key, value in rows.items():
             f.create_dataset(key, data=value)
