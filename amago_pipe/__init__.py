@@ -3,4 +3,4 @@
 Importing the package is cheap: it imports no torch; subpackages load on demand.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -15,16 +15,24 @@ import numpy as np
 
 from amago_pipe.cli.collect_cmds import build_config
 from amago_pipe.config.envs import EnvConfig
+from amago_pipe.config.policies import policy_config
+from amago_pipe.envs.collect import run_collect
 from amago_pipe.envs.policies import PolicyContext, make_policy
 from amago_pipe.envs.rollout import rollout
 from amago_pipe.envs.vector import make_batched_env
-from amago_pipe.pipeline.stages.collect import run_collect
 
 
 def table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def exploration(env_id: str, noise: float) -> dict[str, Any]:
+    """The rows' `noise`: a Gaussian std on Pendulum's continuous actions, else an epsilon."""
+    if noise == 0:
+        return {"type": "none"}
+    return {"type": "gaussian", "std": noise} if env_id == "Pendulum-v1" else {"type": "egreedy", "epsilon": noise}
 
 
 def controller_quality(episodes: int) -> str:
@@ -35,7 +43,8 @@ def controller_quality(episodes: int) -> str:
         for noise in noises:
             with make_batched_env(EnvConfig(id=env_id, n_envs=10)) as env:
                 ctx = PolicyContext(spec=env.spec, n_envs=env.n_envs, seed=0, env_name=env_id)
-                res = rollout(env, make_policy(policy, ctx, noise=noise), episodes, seed=0, keep_episodes=False)
+                config = policy_config({"type": policy, "exploration": exploration(env_id, noise)})
+                res = rollout(env, make_policy(config, ctx), episodes, seed=0, keep_episodes=False)
             r = np.array([s.episode_return for s in res.stats])
             rows.append(
                 [
@@ -58,7 +67,7 @@ def throughput(seconds_per_case: float) -> str:
         for n_envs in (1, 8, 32):
             with make_batched_env(EnvConfig(id="CartPole-v1", n_envs=n_envs, mode=mode)) as env:
                 ctx = PolicyContext(spec=env.spec, n_envs=n_envs, seed=0, env_name="CartPole-v1")
-                policy = make_policy("cartpole-pd", ctx, noise=0.3)
+                policy = make_policy(policy_config({"type": "cartpole-pd", "exploration": exploration("", 0.3)}), ctx)
                 steps = recorded = 0
                 start = time.perf_counter()
                 while time.perf_counter() - start < seconds_per_case:
@@ -72,7 +81,10 @@ def throughput(seconds_per_case: float) -> str:
 
 def collect_times() -> str:
     rows = []
-    mix = [{"policy": "random", "episodes": 150}, {"policy": "cartpole-pd", "episodes": 150, "noise": 0.3}]
+    mix = [
+        {"policy": {"type": "random"}, "episodes": 150},
+        {"policy": {"type": "cartpole-pd", "exploration": exploration("", 0.3)}, "episodes": 150},
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MINARI_DATASETS_PATH"] = os.path.join(tmp, "minari")
         for output in ("store", "minari"):

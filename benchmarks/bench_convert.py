@@ -81,10 +81,10 @@ def child(mode: str, source: str, target: str, store: str) -> dict[str, float]:
     else:
         from amago_pipe.converters.run import convert
 
-        from amago_pipe.config.convert import ConvertStageConfig
+        from amago_pipe.config.convert import ConvertStageConfig, D4rlSourceConfig, MinariSourceConfig
 
-        field = {"path": target} if source == "d4rl" else {"dataset": target}
-        report = convert(ConvertStageConfig(type="convert", source=source, **field), store)
+        config = D4rlSourceConfig(path=target) if source == "d4rl" else MinariSourceConfig(dataset=target)
+        report = convert(ConvertStageConfig(type="convert", source=config), store)
         steps = report.timesteps
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -29,7 +29,7 @@ TASKS: dict[str, dict[str, Any]] = {
         "env": "CartPole-v1",
         "target": 193.0,
         "pipeline": "quickstart",
-        "overrides": ["stages.collect.policies=[{policy: random, episodes: 1000}]", "stages.train.epochs=10"],
+        "overrides": ["stages.collect.policies=[{policy: {type: random}, episodes: 1000}]", "stages.train.epochs=10"],
     },
 }
 

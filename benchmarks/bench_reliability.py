@@ -79,7 +79,7 @@ stages:
   data:
     type: collect
     env: {{id: CartPole-v1, n_envs: 4}}
-    policies: [{{policy: random, episodes: {episodes}}}]
+    policies: [{{policy: {{type: random}}, episodes: {episodes}}}]
     seed: {seed}
 """
 Source = Callable[[Battery, int, int], tuple[list[str], Counter[str]]]

@@ -13,16 +13,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from amago_pipe.converters.base import Converter, SourceInfo, as_flags, check_lengths, to_float32
-from amago_pipe.converters.fingerprint import fingerprint_paths
 
+from amago_pipe.config.convert import AmagoBufferSourceConfig
 from amago_pipe.errors import DataError
+from amago_pipe.hashing import hash_paths
 from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
 
-if TYPE_CHECKING:
-    from amago_pipe.converters.report import ConversionReport
+from .base import Converter, SourceInfo, as_flags, check_lengths, to_float32
 
+if TYPE_CHECKING:
     from amago_pipe.store import Episode
+
+    from .report import ConversionReport
 
 OBS_PREFIX = "_OBS_KEY_"
 KNOWN_KEYS = ("actions", "rews", "dones", "time_idxs", "rl2s")
@@ -60,10 +62,12 @@ class AmagoBufferConverter(Converter):
     """Reads the `.npz` trajectories of an AMAGO buffer (protected/ and fifo/ sub-folders, or a flat folder)."""
 
     name = "amago-buffer"
+    Config = AmagoBufferSourceConfig
+    config: AmagoBufferSourceConfig
 
     def open(self) -> SourceInfo:
         cfg = self.config
-        self.root = Path(str(cfg.path)).expanduser().resolve()
+        self.root = Path(cfg.path).expanduser().resolve()
         if not self.root.is_dir():
             raise DataError(
                 f"path '{self.root}': no such folder; expected an AMAGO dataset folder or its buffer/ folder"
@@ -81,25 +85,19 @@ class AmagoBufferConverter(Converter):
             observations={k: ArraySpec(tuple(int(s) for s in v.shape[1:]), v.dtype.name) for k, v in obs.items()},
             action=self.action,
         )
-        options = {
-            "episodes": cfg.episodes,
-            "filters": cfg.filters,
-            "action_kind": cfg.action_kind,
-            "partitions": cfg.amago_partitions,
-            "env": cfg.env_name,
-        }
+        options = self.options(action_kind=cfg.action_kind, partitions=cfg.buffer_partitions)
         return SourceInfo(
             name=f"amago-buffer:{self.root}",
             spec=spec,
-            fingerprint=fingerprint_paths(self.root, [p for _, p in self.files], options),
+            fingerprint=hash_paths(self.root, [p for _, p in self.files], sampled=True, extra=options)[:32],
             total_episodes=len(self.files),
-            env_name=cfg.env_name or _env_from_name(self.files[0][1]),
+            env_name=self.job.env_name or _env_from_name(self.files[0][1]),
             metadata={"files_per_folder": describe_files(self.files)},
         )
 
     def _find_files(self) -> list[tuple[str, Path]]:
         base = self.root / "buffer" if (self.root / "buffer").is_dir() else self.root
-        subs = [s for s in self.config.amago_partitions if (base / s).is_dir()]
+        subs = [s for s in self.config.buffer_partitions if (base / s).is_dir()]
         folders = [(s, base / s) for s in subs] if subs else [("", base)]
         files: list[tuple[str, Path]] = []
         pickles: list[Path] = []
@@ -123,7 +121,7 @@ class AmagoBufferConverter(Converter):
         if "actions" not in first or np.ndim(first["actions"]) != 2:
             raise DataError(f"{path}: 'actions' must be a (T, A) array (found keys {sorted(first)})")
         width = int(first["actions"].shape[1])
-        kind = self.config.action_kind
+        kind: str = self.config.action_kind
         if kind == "auto":
             kind = _guess_kind(first["actions"])
             self.guessed = f"action kind '{kind}' inferred from {path.name} (set action_kind to override)"
@@ -196,7 +194,7 @@ class AmagoBufferConverter(Converter):
             rewards=to_float32(np.asarray(data["rews"]).reshape(steps), what="rewards", report=report, index=index),
             terminated=terminated,
             truncated=np.zeros(steps, dtype=bool),
-            env_name=self.config.env_name or _env_from_name(path),
+            env_name=self.job.env_name or _env_from_name(path),
             source=f"amago-buffer:{label or self.root.name}",
             time_start=time_start,
             meta={"source_index": index, "file": path.name, "buffer": label},
@@ -233,8 +231,9 @@ class AmagoBufferConverter(Converter):
         if kind == "multibinary" and not binary:
             raise DataError(f"{path}: actions hold values other than 0/1 but are read as multibinary; set action_kind")
         if kind == "discrete":
-            return np.argmax(actions, axis=1).astype(np.int64)
-        return actions.astype(np.int64)
+            ids: np.ndarray = np.argmax(actions, axis=1).astype(np.int64)
+            return ids
+        return np.asarray(actions, dtype=np.int64)
 
 
 def _guess_kind(actions: np.ndarray) -> str:

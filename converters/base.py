@@ -17,10 +17,10 @@ from amago_pipe.errors import DataError
 from amago_pipe.spec import DataSpec
 
 if TYPE_CHECKING:
-    from amago_pipe.converters.report import ConversionReport
-
-    from amago_pipe.config.convert import ConvertStageConfig
+    from amago_pipe.config.convert import ConvertStageConfig, SourceConfig
     from amago_pipe.store import Episode
+
+    from .report import ConversionReport
 
 
 @dataclass
@@ -43,13 +43,23 @@ class SourceInfo:
 
 
 class Converter(ABC):
-    """Reads one source format; `open()` then `episodes(report)`, recording every adjustment in the report."""
+    """Reads one source format; `open()` then `episodes(report)`, recording every adjustment in the report.
+
+    `config` is the source's own typed config; `job` the convert stage's settings (episodes, filters, env name).
+    A plugin sets `Config` to its SourceConfig subclass and is named by `type: package.module:Class`.
+    """
 
     name: ClassVar[str] = ""
+    Config: ClassVar[type[SourceConfig]]
 
-    def __init__(self, config: ConvertStageConfig):
+    def __init__(self, config: SourceConfig, job: ConvertStageConfig):
         self.config = config
-        self.selection = EpisodeSelection(config.episodes)
+        self.job = job
+        self.selection = EpisodeSelection(job.episodes)
+
+    def options(self, **source_options: Any) -> dict[str, Any]:
+        """What changes the written data besides the source's bytes (part of its fingerprint)."""
+        return {"episodes": self.job.episodes, "filters": self.job.filters, "env": self.job.env_name, **source_options}
 
     @abstractmethod
     def open(self) -> SourceInfo:
@@ -108,7 +118,7 @@ class EpisodeFilter:
             return bool(episode.length <= want)
         if key in ("min_return", "max_return"):
             ret = float(np.sum(episode.rewards, dtype=np.float64))
-            return ret >= want if key == "min_return" else ret <= want
+            return bool(ret >= want if key == "min_return" else ret <= want)
         if key == "ends":
             allowed = want if isinstance(want, list) else [want]
             return ending(episode) in allowed
@@ -218,20 +228,15 @@ def to_float32(values: np.ndarray, *, what: str, report: ConversionReport, index
     return out
 
 
-def converter_class(source: str) -> type[Converter]:
-    """The converter class for a registered source name or a `package.module:Class` plugin."""
-    from amago_pipe.config.registries import CONVERTERS
+def make_converter(job: ConvertStageConfig) -> Converter:
+    """Instantiate the converter that `job.source` names."""
     from amago_pipe.errors import ConfigError
 
-    cls = CONVERTERS.get(source, where="source")
+    cls = job.source.implementation()
     if not (isinstance(cls, type) and issubclass(cls, Converter)):
         raise ConfigError(
-            f"source: '{source}' is not a converter; a plugin must subclass amago_pipe.converters.base.Converter",
-            path="source",
+            f"source.type: '{job.source.type}' is not a converter; a plugin must subclass "
+            "amago_pipe.converters.base.Converter and set `Config` to its SourceConfig subclass",
+            path="source.type",
         )
-    return cls
-
-
-def make_converter(config: ConvertStageConfig) -> Converter:
-    """Instantiate the converter a config names."""
-    return converter_class(config.source)(config)
+    return cls(job.source, job)

@@ -12,17 +12,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from amago_pipe.converters import d4rl_layout as layout
-from amago_pipe.converters.base import Converter, SourceInfo, to_float32
-from amago_pipe.converters.fingerprint import fingerprint_paths
 
+from amago_pipe.config.convert import D4rlSourceConfig
 from amago_pipe.errors import DataError
+from amago_pipe.hashing import hash_paths
 from amago_pipe.spec import ArraySpec, DataSpec
 
-if TYPE_CHECKING:
-    from amago_pipe.converters.report import ConversionReport
+from . import d4rl_layout as layout
+from .base import Converter, SourceInfo, to_float32
 
+if TYPE_CHECKING:
     from amago_pipe.store import Episode
+
+    from .report import ConversionReport
 
 DISCONTINUITY_ATOL = 1e-5
 """next_observations[t] and observations[t+1] closer than this (plus 1e-5 relative) count as continuous."""
@@ -43,10 +45,12 @@ class D4rlHdf5Converter(Converter):
     """Reads one D4RL-layout HDF5 file (observations, actions, rewards, terminals[, timeouts, next_observations])."""
 
     name = "d4rl"
+    Config = D4rlSourceConfig
+    config: D4rlSourceConfig
 
     def open(self) -> SourceInfo:
         cfg = self.config
-        self.path = Path(str(cfg.path)).expanduser().resolve()
+        self.path = Path(cfg.path).expanduser().resolve()
         self.where = f"{self.path}"
         self.file = layout.open_h5(self.path)
         self.n, self.names = layout.check_layout(self.file, where=self.where, info_keys=cfg.info_keys)
@@ -73,19 +77,16 @@ class D4rlHdf5Converter(Converter):
             if name.startswith("infos/"):
                 ds = self.file[name]
                 observations[name] = ArraySpec(tuple(int(s) for s in ds.shape[1:]), ds.dtype.name)
-        options = {
-            "episodes": cfg.episodes,
-            "filters": cfg.filters,
-            "info_keys": sorted(cfg.info_keys),
-            "repeat_last_obs": cfg.repeat_last_obs,
-            "split_on_discontinuity": cfg.split_on_discontinuity,
-            "env": cfg.env_name,
-        }
-        self.env_name = cfg.env_name or self.path.stem
+        options = self.options(
+            info_keys=sorted(cfg.info_keys),
+            repeat_last_obs=cfg.repeat_last_obs,
+            split_on_discontinuity=cfg.split_on_discontinuity,
+        )
+        self.env_name = self.job.env_name or self.path.stem
         return SourceInfo(
             name=f"d4rl:{self.path}",
             spec=DataSpec(observations=observations, action=self.action),
-            fingerprint=fingerprint_paths(self.path.parent, [self.path], options),
+            fingerprint=hash_paths(self.path.parent, [self.path], sampled=True, extra=options)[:32],
             total_timesteps=self.n,
             env_name=self.env_name,
             metadata=layout.read_metadata(self.file),
@@ -290,7 +291,7 @@ def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise: every element of a[i] is close to b[i] (NaNs equal); exact matches skip the tolerance test."""
     if len(a) == 0:
         return np.zeros(0, bool)
-    same = np.all((a == b).reshape(len(a), -1), axis=1)
+    same: np.ndarray = np.all((a == b).reshape(len(a), -1), axis=1)
     if a.dtype.kind not in "fc" or same.all():
         return same
     rows = np.flatnonzero(~same)

@@ -118,7 +118,7 @@ def read_flags(f: Any, name: str, n: int, *, where: str) -> np.ndarray:
 def block_rows(f: Any, names: dict[str, str]) -> int:
     """Rows per read block so one block of every array stays near BLOCK_BYTES."""
     row_bytes = sum(int(np.prod(f[v].shape[1:], dtype=np.int64)) * f[v].dtype.itemsize for v in names.values())
-    return max(1, BLOCK_BYTES // max(row_bytes, 1))
+    return int(max(1, BLOCK_BYTES // max(row_bytes, 1)))
 
 
 def infer_action_spec(f: Any, n: int, *, where: str) -> tuple[ActionSpec, str]:

@@ -1,4 +1,5 @@
-"""Finding Minari datasets: the local root, listing, loading by id or folder (optionally downloading).
+"""Finding Minari datasets: the local root (or another one for a while), listing, loading by id or folder
+(optionally downloading).
 
 Imports minari only inside functions (with an install hint when missing). No torch, no click.
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,23 @@ def datasets_root() -> Path:
     """The local Minari root: `MINARI_DATASETS_PATH` or `~/.minari/datasets`."""
     root = os.environ.get("MINARI_DATASETS_PATH")
     return Path(root) if root else Path.home() / ".minari" / "datasets"
+
+
+@contextmanager
+def minari_root(root: str | Path | None) -> Iterator[None]:
+    """Temporarily point MINARI_DATASETS_PATH at `root` (no-op when None)."""
+    if root is None:
+        yield
+        return
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(Path(root).expanduser().resolve())
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("MINARI_DATASETS_PATH", None)
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = old
 
 
 def local_datasets() -> dict[str, dict[str, Any]]:

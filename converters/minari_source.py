@@ -11,27 +11,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from amago_pipe.converters import minari_local
-from amago_pipe.converters.base import Converter, SourceInfo, as_flags, check_lengths, to_float32
-from amago_pipe.converters.fingerprint import files_under, fingerprint_paths
 
+from amago_pipe.config.convert import MinariSourceConfig
 from amago_pipe.errors import DataError
 from amago_pipe.gym_spaces import spaces_json
+from amago_pipe.hashing import files_under, hash_paths
 from amago_pipe.spec import KEY_SEP, ArraySpec, DataSpec, action_spec, flatten_obs, flatten_space
 
-if TYPE_CHECKING:
-    from amago_pipe.converters.report import ConversionReport
+from . import minari_local
+from .base import Converter, SourceInfo, as_flags, check_lengths, to_float32
+from .minari_writer import GOALS_INFO, META_PREFIX, METADATA_MARKS
 
+if TYPE_CHECKING:
     from amago_pipe.store import Episode
+
+    from .report import ConversionReport
 
 INFO_PREFIX = "infos"
 """Observation keys made from `info_keys` are `infos/<key>`."""
-GOALS_INFO = "amago_goals"
-"""Info group where `to_minari` keeps the store's goal fields (restored as goals on the way back)."""
-EXPORT_MARK = "amago-pipe store export"
-"""`algorithm_name` of datasets written by `to_minari` (their episode attributes hold the store's metadata)."""
-META_PREFIX = "amago_"
-"""Episode metadata written by `to_minari` (time_start, env_name, source, meta)."""
 GOAL_KEYS = ("achieved_goal", "desired_goal")
 """Observation keys copied into the goal fields with `goals_from_obs` (the gymnasium-robotics convention)."""
 SPACE_HELP = "supported: Box, Discrete, MultiBinary, MultiDiscrete, and Dict/Tuple nestings of them"
@@ -41,6 +38,8 @@ class MinariConverter(Converter):
     """Reads a local (or downloaded) Minari dataset episode by episode."""
 
     name = "minari"
+    Config = MinariSourceConfig
+    config: MinariSourceConfig
 
     def open(self) -> SourceInfo:
         cfg = self.config
@@ -68,20 +67,15 @@ class MinariConverter(Converter):
         )
         self._spec = spec
         data_path = Path(ds.storage.data_path)
-        options = {
-            "episodes": cfg.episodes,
-            "filters": cfg.filters,
-            "info_keys": cfg.info_keys,
-            "env": cfg.env_name,
-            "goals": cfg.goals_from_obs,
-            "episode_metadata": cfg.keep_episode_metadata,
-        }
+        options = self.options(
+            info_keys=cfg.info_keys, goals=cfg.goals_from_obs, episode_metadata=cfg.keep_episode_metadata
+        )
         env_spec = _env_spec_json(ds)
-        self.env_name = cfg.env_name or (env_spec or {}).get("id") or ds.id
+        self.env_name = self.job.env_name or (env_spec or {}).get("id") or ds.id
         return SourceInfo(
             name=f"minari:{ds.id}",
             spec=spec,
-            fingerprint=fingerprint_paths(data_path, files_under(data_path), options),
+            fingerprint=hash_paths(data_path, files_under(data_path), sampled=True, extra=options)[:32],
             total_episodes=total,
             total_timesteps=int(ds.storage.total_steps),
             env_name=self.env_name,
@@ -147,9 +141,9 @@ class MinariConverter(Converter):
             yield self._episode(data, meta, report)
 
     def _needs_episode_metadata(self) -> bool:
-        """Per-episode attributes are read for `metadata.*` filters and for datasets exported by amago-pipe."""
-        uses = any(k.startswith("metadata.") for k in self.config.filters) or self.config.keep_episode_metadata
-        return uses or self.dataset.storage.metadata.get("algorithm_name") == EXPORT_MARK
+        """Per-episode attributes are read for `metadata.*` filters and for datasets written by amago-pipe."""
+        uses = any(k.startswith("metadata.") for k in self.job.filters) or self.config.keep_episode_metadata
+        return uses or self.dataset.storage.metadata.get("algorithm_name") in METADATA_MARKS
 
     def _read(self, indices: list[int]) -> Iterator[Any]:
         """Minari's episode iterator, with damaged files reported as DataError naming the episode."""
@@ -190,7 +184,7 @@ class MinariConverter(Converter):
         obs = {k: _cast_obs(v, spec.observations[k], k, where, report, index) for k, v in obs.items()}
         restored = {k.removeprefix(META_PREFIX): v for k, v in meta.items() if k.startswith(META_PREFIX)}
         plain = {k: v for k, v in meta.items() if not k.startswith(META_PREFIX)}
-        if isinstance(restored.get("meta"), str):  # written by to_minari: the store's own metadata
+        if isinstance(restored.get("meta"), str):  # written by minari_writer: the episode's own metadata
             episode_meta = json.loads(restored["meta"])
         else:
             episode_meta = {**plain, "source_index": index}
@@ -315,7 +309,8 @@ def _dataset_metadata(ds: Any) -> dict[str, Any]:
         "ref_max_score",
         "requirements",
     )
-    return _jsonable({k: raw[k] for k in keep if k in raw})
+    out: dict[str, Any] = _jsonable({k: raw[k] for k in keep if k in raw})
+    return out
 
 
 def _jsonable(obj: Any) -> Any:

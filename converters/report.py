@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from amago_pipe.converters.episode_stats import ArrayRange, EpisodeSummary, RunningStats, summarize
+
+from .episode_stats import ArrayRange, EpisodeSummary, RunningStats, summarize
 
 if TYPE_CHECKING:
     from amago_pipe.store import Episode

@@ -7,16 +7,17 @@ at once settle on one copy. numpy + the store; no torch, no click.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
-
-from amago_pipe.converters.base import Converter, EpisodeFilter, SourceInfo, check_finite, make_converter
-from amago_pipe.converters.prefetch import Prefetch
-from amago_pipe.converters.report import ConversionReport, EpisodeSummary, summarize
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from amago_pipe.errors import DataError, Interrupted
+from amago_pipe.progress import Progress
+
+from .base import Converter, EpisodeFilter, SourceInfo, check_finite, make_converter
+from .episode_stats import EpisodeSummary, summarize
+from .prefetch import Prefetch
+from .report import ConversionReport
 
 if TYPE_CHECKING:
     from amago_pipe.config.convert import ConvertStageConfig
@@ -24,15 +25,6 @@ if TYPE_CHECKING:
 
 READ_AHEAD = 2
 """Episodes read ahead in a background thread while the store compresses and writes."""
-RATE_EVERY_S = 1.0
-"""How often the progress bar's timesteps/s field is refreshed."""
-
-
-class Progress(Protocol):
-    """What the conversion needs of a progress bar (the stage's ProgressTask fits)."""
-
-    def advance(self, n: float = 1) -> None: ...
-    def update(self, *, completed: float | None = None, total: float | None = None, **fields: Any) -> None: ...
 
 
 def convert(
@@ -49,7 +41,7 @@ def convert(
     turns true; in every such case the partition is unchanged (and a store created here is removed).
     """
     converter = make_converter(config)
-    report = ConversionReport(source=config.source, store=str(store_url), partition=config.partition)
+    report = ConversionReport(source=config.source.type, store=str(store_url), partition=config.partition)
     try:
         info = converter.open()
         _describe_source(report, info)
@@ -123,7 +115,7 @@ def _write(
     attrs = {
         "source_fingerprint": info.fingerprint,
         "source": info.name,
-        "converter": config.source,
+        "converter": config.source.type,
         "env_name": info.env_name,
     }
     with store.writer(config.partition, atomic=True, attrs=attrs) as writer:
@@ -217,7 +209,6 @@ def _write_episodes(
     should_stop: Callable[[], bool] | None,
 ) -> None:
     keep = EpisodeFilter(config.filters)
-    last_rate, started, seen = time.monotonic(), time.monotonic(), 0
     prepared = _prepared(converter.episodes(report), keep, config, report)
     with Prefetch(prepared, depth=READ_AHEAD) as episodes:
         for episode, summary, index in episodes:
@@ -229,15 +220,10 @@ def _write_episodes(
                 except DataError as e:
                     raise DataError(f"{report.source}, episode {index}: {e}") from e
                 report.add(summary)
-            seen += episode.length
             if should_stop is not None and should_stop():
                 raise Interrupted("conversion stopped on request; the partition was left unchanged")
             if progress is not None:
                 progress.advance(episode.length)
-                now = time.monotonic()
-                if now - last_rate >= RATE_EVERY_S:
-                    progress.update(timesteps_per_s=seen / max(now - started, 1e-9))
-                    last_rate = now
     if report.episodes == 0:
         why = (
             f"all {report.filtered_episodes} episode(s) were removed by filters {config.filters}"

@@ -1,4 +1,4 @@
-"""Store partition → a new local Minari dataset (lossless: no JPEG), streamed in batches of episodes.
+"""Store partition → a new local Minari dataset (lossless: no JPEG), written by `minari_writer`.
 
 Converting the result back with the Minari converter gives identical arrays, time starts, env names and
 metadata. numpy + gymnasium + minari (lazily); no torch, no click.
@@ -6,46 +6,21 @@ metadata. numpy + gymnasium + minari (lazily); no torch, no click.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from amago_pipe.converters import minari_local
-from amago_pipe.converters.minari_source import EXPORT_MARK, GOALS_INFO, META_PREFIX
-from amago_pipe.converters.run import Progress
 
 from amago_pipe.errors import DataError, Interrupted
-from amago_pipe.gym_spaces import actions_like, spaces_from_json
-from amago_pipe.spec import DEFAULT_OBS_KEY, KEY_SEP, ActionSpec, ArraySpec, DataSpec, flatten_space, nest_like
+from amago_pipe.gym_spaces import spaces_from_json
+from amago_pipe.progress import Progress
+from amago_pipe.spec import DEFAULT_OBS_KEY, KEY_SEP, ActionSpec, ArraySpec, DataSpec, flatten_space
+
+from . import minari_local, minari_writer
 
 if TYPE_CHECKING:
     from amago_pipe.store import Episode
-
-BATCH_TIMESTEPS = 50_000
-"""Episodes are handed to Minari in batches of about this many timesteps (bounded memory)."""
-
-
-@contextmanager
-def minari_root(root: str | Path | None) -> Iterator[None]:
-    """Temporarily point MINARI_DATASETS_PATH at `root` (no-op when None)."""
-    if root is None:
-        yield
-        return
-    old = os.environ.get("MINARI_DATASETS_PATH")
-    os.environ["MINARI_DATASETS_PATH"] = str(Path(root).expanduser().resolve())
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("MINARI_DATASETS_PATH", None)
-        else:
-            os.environ["MINARI_DATASETS_PATH"] = old
 
 
 def spaces_from_spec(spec: DataSpec) -> tuple[Any, Any]:
@@ -139,7 +114,10 @@ def export_to_minari(
     progress: Progress | None = None,
     should_stop: Any = None,
 ) -> dict[str, Any]:
-    """Write every episode of `partition` as Minari dataset `dataset_id`; returns a summary dict."""
+    """Write every episode of `partition` as Minari dataset `dataset_id`; returns a summary dict.
+
+    `force` replaces a dataset of that id only if amago-pipe made it; nothing is written unless it all is.
+    """
     from amago_pipe.store import TrajectoryStore
 
     minari_local.import_minari()
@@ -153,88 +131,31 @@ def export_to_minari(
     if info.episodes == 0:
         raise DataError(f"partition '{partition}' of {store_url} is empty; nothing to export")
     _check_id(dataset_id)
-    with minari_root(root):
-        target = minari_local.datasets_root() / dataset_id
-        if target.exists():
-            if not force:
-                raise DataError(
-                    f"--dataset-id: a Minari dataset '{dataset_id}' already exists at {target}; "
-                    f"choose another id (e.g. bump the version) or pass --force to replace it"
-                )
-            shutil.rmtree(target)
+    obs_space, act_space = spaces_from_spec(store.spec)
+    counts = {"episodes": 0, "timesteps": 0}
+
+    def episodes() -> Iterator[Episode]:
+        for episode in store.iter_episodes(partition):
+            if should_stop is not None and should_stop():
+                raise Interrupted("export stopped on request; no Minari dataset was written")
+            counts["episodes"] += 1
+            counts["timesteps"] += episode.length
+            if progress is not None:
+                progress.advance(episode.length)
+            yield episode
+
+    with minari_local.minari_root(root), minari_writer.dataset_lock(dataset_id, where="--dataset-id"):
+        problem = minari_writer.target_conflict(dataset_id, replace=force, how_to_replace="pass --force")
+        if problem:
+            raise DataError(f"--dataset-id: {problem}")
         if progress is not None:
             progress.update(total=info.timesteps)
-        try:
-            summary = _write(store, partition, dataset_id, description, author, progress, should_stop)
-        except BaseException:
-            shutil.rmtree(target, ignore_errors=True)
-            raise
-    summary.update(store=str(store_url), partition=partition, path=str(target))
-    return summary
-
-
-def _write(
-    store: Any,
-    partition: str,
-    dataset_id: str,
-    description: str | None,
-    author: str | None,
-    progress: Progress | None,
-    should_stop: Any,
-) -> dict[str, Any]:
-    import minari
-    from minari.data_collector import EpisodeBuffer
-
-    obs_space, act_space = spaces_from_spec(store.spec)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        dataset = minari.create_dataset_from_buffers(
+        path = minari_writer.write_minari_dataset(
             dataset_id,
-            buffer=[],
+            episodes(),
             observation_space=obs_space,
             action_space=act_space,
-            algorithm_name=EXPORT_MARK,
-            author=author,
             description=description or f"exported by amago-pipe from store partition '{partition}'",
-            jpeg_encoding=False,
+            author=author,
         )
-    batch: list[Any] = []
-    metas: list[dict[str, Any]] = []
-    pending, episodes, timesteps = 0, 0, 0
-    for episode in store.iter_episodes(partition):
-        if should_stop is not None and should_stop():
-            raise Interrupted("export stopped on request; the partial Minari dataset was removed")
-        batch.append(_buffer(episode, EpisodeBuffer, obs_space, act_space))
-        metas.append(_episode_meta(episode))
-        pending += episode.length
-        episodes, timesteps = episodes + 1, timesteps + episode.length
-        if progress is not None:
-            progress.advance(episode.length)
-        if pending >= BATCH_TIMESTEPS:
-            dataset.storage.update_episodes(batch)
-            batch, pending = [], 0
-    if batch:
-        dataset.storage.update_episodes(batch)
-    dataset.storage.update_episode_metadata(metas, episode_indices=range(len(metas)))
-    return {"dataset_id": dataset_id, "episodes": episodes, "timesteps": timesteps}
-
-
-def _buffer(episode: Episode, buffer_cls: Any, obs_space: Any, act_space: Any) -> Any:
-    infos = {GOALS_INFO: dict(episode.goals)} if episode.goals else None
-    return buffer_cls(
-        observations=nest_like(obs_space, episode.obs),
-        actions=actions_like(np.asarray(episode.actions), act_space),
-        rewards=np.asarray(episode.rewards),
-        terminations=np.asarray(episode.terminated, dtype=bool),
-        truncations=np.asarray(episode.truncated, dtype=bool),
-        infos=infos,
-    )
-
-
-def _episode_meta(episode: Episode) -> dict[str, Any]:
-    return {
-        f"{META_PREFIX}time_start": int(episode.time_start),
-        f"{META_PREFIX}env_name": episode.env_name,
-        f"{META_PREFIX}source": episode.source,
-        f"{META_PREFIX}meta": json.dumps(episode.meta),
-    }
+    return {"dataset_id": dataset_id, **counts, "store": str(store_url), "partition": partition, "path": str(path)}

@@ -10,8 +10,9 @@ from typing import Any
 
 import click
 
-from amago_pipe.cli.common import Verbosity, console, parse_key_values
+from amago_pipe.cli.common import Verbosity, parse_key_values
 from amago_pipe.errors import ConfigError
+from amago_pipe.progress import progress_bar
 
 
 def build_config(data: dict[str, Any]) -> Any:
@@ -31,18 +32,19 @@ def build_config(data: dict[str, Any]) -> Any:
     "--policy",
     default="random",
     show_default=True,
-    help="random, cartpole-pd, pendulum-energy, scripted:pkg.mod:function, checkpoint:path/to/policy.safetensors, or a registered name[:arg].",
+    help="Short form of a policy component: random, cartpole-pd, pendulum-energy, tmaze-walker, "
+    "key-door-explorer[:EPSILON], scripted:pkg.mod:function, checkpoint:path/to/policy.safetensors, pkg.mod:Factory.",
 )
 @click.option("--episodes", type=int, required=True, help="Number of episodes to collect.")
 @click.option("--store", "store_path", metavar="PATH", help="Trajectory store to append to (with --partition).")
 @click.option("--partition", default="protected", show_default=True, help="Store partition to write.")
 @click.option("--minari-id", metavar="NS/NAME-vN", help="Write a new local Minari dataset with this id instead.")
 @click.option(
-    "--noise",
-    type=float,
-    default=0.0,
+    "--exploration",
+    default="none",
     show_default=True,
-    help="Epsilon in [0, 1] (discrete kinds) or Gaussian std in [-1, 1] units (continuous).",
+    metavar="TYPE[:VALUE]",
+    help="none, egreedy:EPSILON (any action space), gaussian:STD (continuous, [-1, 1] units), bilevel:HORIZON.",
 )
 @click.option("--n-envs", type=int, default=8, show_default=True, help="Parallel environments.")
 @click.option(
@@ -71,7 +73,7 @@ def collect(
     store_path: str | None,
     partition: str,
     minari_id: str | None,
-    noise: float,
+    exploration: str,
     n_envs: int,
     mode: str,
     max_episode_steps: int | None,
@@ -83,7 +85,7 @@ def collect(
 
     \b
     amago-pipe collect CartPole-v1 --policy random --episodes 100 --minari-id cartpole/random-v0
-    amago-pipe collect CartPole-v1 --policy cartpole-pd --noise 0.3 --episodes 100 --store runs/s.zarr
+    amago-pipe collect CartPole-v1 --policy cartpole-pd --exploration egreedy:0.3 --episodes 100 --store runs/s.zarr
     """
     if (store_path is None) == (minari_id is None):
         raise ConfigError("collect: give exactly one output: --store PATH (with --partition) or --minari-id NS/NAME-v0")
@@ -92,32 +94,30 @@ def collect(
         env["kwargs"] = parse_key_values(env_kwargs, "--env-kwarg", "render_mode=rgb_array")
     data: dict[str, Any] = {
         "env": env,
-        "policies": [{"policy": policy, "episodes": episodes, "noise": noise}],
-        "output": "store" if store_path else "minari",
-        "replace": overwrite if minari_id else False,  # CLI store writes always append
+        "policies": [{"policy": _policy(policy, exploration), "episodes": episodes}],
         "seed": seed,
+        **({"output": "store", "partition": partition, "replace": False} if store_path else {}),  # CLI appends
+        **({"output": "minari", "dataset_id": minari_id, "replace": overwrite} if minari_id else {}),
     }
-    if store_path:
-        data["partition"] = partition
-    else:
-        data["dataset_id"] = minari_id
     cfg = build_config(data)
     report = _run_with_progress(cfg, store_path, seed, quiet=bool(obj and obj.level < 0))
     _print_report(report, level=obj.level if obj else 0)
 
 
+def _policy(policy: str, exploration: str) -> dict[str, Any]:
+    """The policy component the short forms of `--policy` and `--exploration` stand for."""
+    from amago_pipe.config.policies import exploration_from_text, policy_from_text
+
+    return {**policy_from_text(policy), "exploration": exploration_from_text(exploration)}
+
+
 def _run_with_progress(cfg: Any, store_path: str | None, seed: int, *, quiet: bool) -> dict[str, Any]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from amago_pipe.envs.collect import run_collect
 
-    from amago_pipe.pipeline.stages.collect import run_collect
-
-    columns = [TextColumn(f"collect {cfg.env.env_name}"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"),
-               TimeElapsedColumn()]  # fmt: skip
-    with Progress(*columns, console=console(stderr=True), transient=True, disable=quiet) as progress:
-        task = progress.add_task("collect", total=cfg.total_episodes)
+    with progress_bar(f"collect {cfg.env.env_name}", total=cfg.total_episodes, unit="episodes", quiet=quiet) as task:
         return run_collect(  # type: ignore[no-any-return]
             cfg, store_url=store_path, seed=seed, tag="cli", where="collect",
-            on_episode=lambda _ep, _st: progress.advance(task),
+            on_episode=lambda _ep, _st: task.advance(),
         )  # fmt: skip
 
 

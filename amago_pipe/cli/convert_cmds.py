@@ -1,18 +1,24 @@
-"""`amago-pipe convert {minari,d4rl,amago-buffer}`, `amago-pipe datasets` and `amago-pipe store to-minari`.
+"""`amago-pipe convert SOURCE ARG`, `amago-pipe datasets` and `amago-pipe store to-minari`.
 
-Parses options into the same ConvertStageConfig a pipeline uses and calls the converters; heavy imports inside.
+One command per registered source (and any `package.module:Class` plugin), generated from the source's config
+class; options build the same ConvertStageConfig a pipeline uses. Heavy imports inside.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Callable
-from typing import Any
+import typing
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
 from amago_pipe.cli.common import Verbosity, console, parse_key_values
 from amago_pipe.errors import ConfigError
+from amago_pipe.progress import progress_bar
+
+if TYPE_CHECKING:
+    from amago_pipe.config.convert import SourceConfig
 
 
 def build_config(data: dict[str, Any]) -> Any:
@@ -37,197 +43,130 @@ def parse_episodes(value: str | None) -> int | list[int] | None:
         raise ConfigError(f"--episodes: '{value}' is not N or START:STOP (e.g. --episodes 100 or 0:100)") from e
 
 
-def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Options every `convert` subcommand takes."""
-    options = [
-        click.option("--store", "store_path", required=True, metavar="PATH", help="Trajectory store to write into."),
-        click.option("--partition", default="protected", show_default=True, help="Store partition to write."),
-        click.option("--episodes", metavar="N|START:STOP", help="Only the first N source episodes, or a range."),
-        click.option(
-            "--filter",
-            "filters",
-            multiple=True,
-            metavar="KEY=VALUE",
-            help="min_length, max_length, min_return, max_return, ends, metadata.<key> (repeatable).",
-        ),
-        click.option(
-            "--info-key",
-            "info_keys",
-            multiple=True,
-            metavar="KEY",
-            help="Keep a per-step info array as observation key infos/KEY (repeatable).",
-        ),
-        click.option("--allow-nonfinite", is_flag=True, help="Keep NaN/inf values (counted in the report)."),
-        click.option("--env-name", help="Environment name stored with each episode (default: from the source)."),
-        click.option("--force", is_flag=True, help="Convert again even if this source is already in the partition."),
-        click.option("--report", "report_path", metavar="FILE", help="Also write the JSON report to FILE."),
-        click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+COMMON_OPTIONS = [
+    click.Option(["--store", "store_path"], required=True, metavar="PATH", help="Trajectory store to write into."),
+    click.Option(["--partition"], default="protected", show_default=True, help="Store partition to write."),
+    click.Option(["--episodes"], metavar="N|START:STOP", help="Only the first N source episodes, or a range."),
+    click.Option(
+        ["--filter", "filters"],
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="min_length, max_length, min_return, max_return, ends, metadata.<key> (repeatable).",
+    ),
+    click.Option(["--allow-nonfinite"], is_flag=True, help="Keep NaN/inf values (counted in the report)."),
+    click.Option(["--env-name"], help="Environment name stored with each episode (default: from the source)."),
+    click.Option(["--force"], is_flag=True, help="Convert again even if this source is already in the partition."),
+    click.Option(
+        ["--opt", "source_opts"],
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Any field of the source's config (YAML value; repeatable), e.g. for plugins.",
+    ),
+    click.Option(["--report", "report_path"], metavar="FILE", help="Also write the JSON report to FILE."),
+    click.Option(["--json", "as_json"], is_flag=True, help="Print the report as one JSON object."),
+]
+"""Options of every `convert` command: the stage's own settings, then output."""
 
 
-@click.group()
+class ConvertGroup(click.Group):
+    """Resolves `amago-pipe convert SOURCE` to a command built from the source's config class."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from amago_pipe.config.registries import CONVERTERS
+
+        return CONVERTERS.names()
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        from amago_pipe.config.build import resolve_component_class
+        from amago_pipe.config.convert import SourceConfig
+        from amago_pipe.config.registries import CONVERTERS
+
+        if name not in CONVERTERS and ":" not in name:
+            return None
+        return source_command(name, resolve_component_class(SourceConfig, name, "convert SOURCE"))
+
+
+@click.group(cls=ConvertGroup)
 def convert() -> None:
-    """Convert a dataset (Minari, D4RL HDF5, AMAGO buffer) into a trajectory store partition.
+    """Convert a dataset (Minari, D4RL HDF5, AMAGO buffer, or a `package.module:Class` plugin) into a store partition.
 
+    Each source's options are the fields of its config (the same as `source: {type: ...}` in a pipeline).
     Conversions are atomic (a failure leaves the partition unchanged and removes only what it wrote) and
     idempotent (the same source into the same partition is a no-op unless --force; conversions of one source
     running at once keep one copy). Each prints a report of what it found and changed.
     """
 
 
-@convert.command("minari")
-@click.argument("dataset_id", metavar="ID")
-@click.option("--download", is_flag=True, help="Download the dataset if it is not found locally.")
-@common_options
-@click.pass_obj
-def convert_minari(obj: Verbosity | None, dataset_id: str, download: bool, **opts: Any) -> None:
-    """Convert the local Minari dataset ID (or a dataset folder) into the store.
+def source_command(name: str, cls: type[SourceConfig]) -> click.Command:
+    """`amago-pipe convert NAME ARG [source options] [common options]`, generated from config class `cls`."""
+    from amago_pipe.config.base import class_doc
 
-    \b
-    amago-pipe convert minari D4RL/pen/human-v2 --store runs/pen.zarr
-    amago-pipe convert minari ./my-dataset --store runs/s.zarr --episodes 0:100
-    """
-    from pathlib import Path
+    all_fields = dataclasses.fields(typing.cast(Any, cls))
+    names = {f.name for f in all_fields}
+    positional = cls.cli_arg in names  # a plugin without that field takes no positional argument
+    skip = {"type", *(cls.cli_positional if positional else ())}
+    fields = [f for f in all_fields if f.init and f.name not in skip]
+    params: list[click.Parameter] = [click.Argument([cls.cli_arg], metavar=cls.cli_arg.upper())] if positional else []
+    params += [_field_option(cls, f) for f in fields] + COMMON_OPTIONS
+    arg = f" {cls.cli_arg.upper()}" if positional else ""
+    example = f"amago-pipe convert {name}{arg} --store runs/data.zarr"
 
-    source = {"path": dataset_id} if Path(dataset_id).is_dir() else {"dataset": dataset_id}
-    _run(obj, {"source": "minari", "download": download, **source}, opts)
+    @click.pass_obj
+    def callback(obj: Verbosity | None, **values: Any) -> None:
+        source = {"type": name, **(cls.from_cli_arg(values.pop(cls.cli_arg)) if positional else {})}
+        for f in fields:
+            value = values.pop(f.name)
+            if value not in (None, ()) and value != f.default:
+                source[f.name] = list(value) if isinstance(value, tuple) else value
+        source.update(parse_key_values(values.pop("source_opts"), "--opt", "info_keys=[qpos]"))
+        _run(obj, source, values)
 
-
-@convert.command("d4rl")
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option(
-    "--repeat-last-obs",
-    is_flag=True,
-    help="Without next_observations: keep each timeout's last step, repeating its observation.",
-)
-@click.option(
-    "--no-split-on-discontinuity",
-    is_flag=True,
-    help="Do not start a new episode where next_observations[t] != observations[t+1].",
-)
-@common_options
-@click.pass_obj
-def convert_d4rl(
-    obj: Verbosity | None, file: str, repeat_last_obs: bool, no_split_on_discontinuity: bool, **opts: Any
-) -> None:
-    """Convert a D4RL-layout HDF5 FILE (read with h5py; the d4rl package is not needed).
-
-    \b
-    amago-pipe convert d4rl hopper_medium-v2.hdf5 --store runs/hopper.zarr --info-key qpos
-    """
-    data = {
-        "source": "d4rl",
-        "path": file,
-        "repeat_last_obs": repeat_last_obs,
-        "split_on_discontinuity": not no_split_on_discontinuity,
-    }
-    _run(obj, data, opts)
+    help_text = f"{class_doc(cls)}\n\n\b\n{example}"
+    return click.Command(name, callback=callback, params=params, help=help_text, short_help=class_doc(cls))
 
 
-@convert.command("amago-buffer")
-@click.argument("directory", metavar="DIR", type=click.Path(file_okay=False))
-@click.option(
-    "--action-kind",
-    type=click.Choice(["auto", "discrete", "continuous", "multibinary"]),
-    default="auto",
-    show_default=True,
-    help="How to read AMAGO's float action vectors.",
-)
-@click.option(
-    "--buffer-partition",
-    "buffer_partitions",
-    multiple=True,
-    metavar="NAME",
-    help="Sub-folder(s) of buffer/ to read (default: protected and fifo).",
-)
-@common_options
-@click.pass_obj
-def convert_amago_buffer(
-    obj: Verbosity | None, directory: str, action_kind: str, buffer_partitions: tuple[str, ...], **opts: Any
-) -> None:
-    """Convert an AMAGO dataset folder (its buffer/ of .npz trajectories; .traj pickles are refused).
+def _field_option(cls: type, f: dataclasses.Field[Any]) -> click.Option:
+    """A click option for one config field: flags for bools, choices for literals, repeats for lists."""
+    from amago_pipe.config.base import field_docs
 
-    \b
-    amago-pipe convert amago-buffer ~/amago_data/my_run --store runs/s.zarr
-    """
-    data: dict[str, Any] = {"source": "amago-buffer", "path": directory, "action_kind": action_kind}
-    if buffer_partitions:
-        data["amago_partitions"] = list(buffer_partitions)
-    _run(obj, data, opts)
+    hints = typing.get_type_hints(cls)
+    tp, doc, flag = hints[f.name], field_docs(cls).get(f.name, ""), f.name.replace("_", "-")
+    if tp is bool:
+        if f.default is True:
+            return click.Option([f"--no-{flag}", f.name], is_flag=True, flag_value=False, default=True, help=doc)
+        return click.Option([f"--{flag}", f.name], is_flag=True, default=False, help=doc)
+    if typing.get_origin(tp) is Literal:
+        choices = click.Choice([str(a) for a in typing.get_args(tp)])
+        return click.Option([f"--{flag}", f.name], type=choices, default=f.default, show_default=True, help=doc)
+    if typing.get_origin(tp) is list:
+        return click.Option([f"--{flag.removesuffix('s')}", f.name], multiple=True, help=f"{doc} (repeatable)")
+    scalar = next((t for t in (int, float) if t is tp or t in typing.get_args(tp)), str)
+    return click.Option([f"--{flag}", f.name], type=scalar, default=None, help=doc)
 
 
-def _run(obj: Verbosity | None, data: dict[str, Any], opts: dict[str, Any]) -> None:
+def _run(obj: Verbosity | None, source: dict[str, Any], opts: dict[str, Any]) -> None:
     from amago_pipe.converters.report import render
     from amago_pipe.converters.run import convert as run_conversion
 
-    data.update(
-        partition=opts["partition"],
-        episodes=parse_episodes(opts["episodes"]),
-        filters=parse_key_values(opts["filters"], "--filter", "min_length=10"),
-        info_keys=list(opts["info_keys"]),
-        allow_nonfinite=opts["allow_nonfinite"],
-        env_name=opts["env_name"],
-        force=opts["force"],
+    cfg = build_config(
+        {
+            "source": source,
+            "partition": opts["partition"],
+            "episodes": parse_episodes(opts["episodes"]),
+            "filters": parse_key_values(opts["filters"], "--filter", "min_length=10"),
+            "allow_nonfinite": opts["allow_nonfinite"],
+            "env_name": opts["env_name"],
+            "force": opts["force"],
+        }
     )
-    cfg = build_config(data)
     level = obj.level if obj else 0
-    with rich_progress("convert", quiet=level < 0 or opts["as_json"]) as task:
+    with progress_bar("convert", unit="timesteps", quiet=level < 0 or opts["as_json"]) as task:
         report = run_conversion(cfg, opts["store_path"], progress=task, report_path=opts["report_path"])
     doc = report.to_json()
     if opts["as_json"]:
         click.echo(json.dumps(doc, indent=2, default=str))
     elif level >= 0:
         console().print(render(doc))
-
-
-class _RichTask:
-    """Adapts a rich Progress task to the converters' `Progress` protocol (rich computes the rate itself)."""
-
-    def __init__(self, progress: Any, task_id: Any):
-        self.progress, self.task_id = progress, task_id
-
-    def advance(self, n: float = 1) -> None:
-        self.progress.advance(self.task_id, n)
-
-    def update(self, *, completed: float | None = None, total: float | None = None, **fields: Any) -> None:
-        if completed is not None or total is not None:
-            self.progress.update(self.task_id, completed=completed, total=total)
-
-
-class rich_progress:
-    """`with rich_progress("convert") as task:` a bar on stderr with timesteps and timesteps/s."""
-
-    def __init__(self, description: str, *, quiet: bool = False):
-        self.description, self.quiet = description, quiet
-
-    def __enter__(self) -> _RichTask:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        columns = [TextColumn(self.description), BarColumn(), MofNCompleteColumn(), TextColumn("timesteps"),
-                   _rate_column(), TimeElapsedColumn()]  # fmt: skip
-        err = console(stderr=True)
-        self.progress = Progress(*columns, console=err, transient=True, disable=self.quiet or not err.is_terminal)
-        self.progress.__enter__()
-        return _RichTask(self.progress, self.progress.add_task(self.description, total=None))
-
-    def __exit__(self, *exc: Any) -> None:
-        self.progress.__exit__(*exc)
-
-
-def _rate_column() -> Any:
-    """A rich column showing timesteps/s (rich is imported lazily, so the class is made here)."""
-    from rich.progress import ProgressColumn
-    from rich.text import Text
-
-    class RateColumn(ProgressColumn):
-        def render(self, task: Any) -> Text:
-            speed = task.finished_speed or task.speed
-            return Text("" if speed is None else f"{speed:,.0f} timesteps/s")
-
-    return RateColumn()
 
 
 @click.command()
@@ -290,7 +229,7 @@ def to_minari(
     from amago_pipe.converters.to_minari import export_to_minari
 
     level = obj.level if obj else 0
-    with rich_progress("to-minari", quiet=level < 0 or as_json) as task:
+    with progress_bar("to-minari", unit="timesteps", quiet=level < 0 or as_json) as task:
         summary = export_to_minari(
             store_path,
             partition,

@@ -129,40 +129,27 @@ def resolve_component_class(base: type[Component], type_name: str, where: str) -
         target = getattr(target, "Config", target)
     if not (isinstance(target, type) and issubclass(target, base)):
         raise ConfigError(
-            f"{where}: '{type_name}' is not a {base.registry.kind} config; a plugin must be a subclass of "
+            f"{where}: '{type_name}' is not {_article(base.registry.kind)} {base.registry.kind} config; a plugin must "
+            "be a subclass of "
             f"{base.__module__}.{base.__name__} or a class whose `Config` attribute is one",
             path=where,
         )
     return target
 
 
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
 def _build_dataclass(cls: type, data: Any, problems: Problems, path: str) -> Any:
     if not isinstance(data, dict):
         problems.add(path, f"expected a mapping, got {describe(data)}")
         return None
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    kwargs: dict[str, Any] = {}
-    ok = True
-    for key, value in data.items():
-        if key not in fields:
-            problems.add(
-                join(path, key),
-                f"unknown key '{key}' for {_config_name(cls)} (allowed: {', '.join(fields)})"
-                f"{did_you_mean(key, list(fields))}",
-            )
-            ok = False
-            continue
-        before = len(problems.items)
-        converted = convert(hints[key], value, problems, join(path, key))
-        if len(problems.items) > before:
-            ok = False
-        else:
-            kwargs[key] = converted
-    for name, f in fields.items():
-        if name not in data and f.default is _MISSING and f.default_factory is _MISSING:
-            problems.add(join(path, name), f"missing required key '{name}' ({expected(hints[name])})")
-            ok = False
+    hint = _old_form(cls, data)
+    if hint:
+        problems.add(path, hint)
+        return None
+    kwargs, ok = _convert_fields(cls, data, problems, path)
     if ok:
         try:
             return cls(**kwargs)
@@ -173,6 +160,36 @@ def _build_dataclass(cls: type, data: Any, problems: Problems, path: str) -> Any
             return None
     _check_fields(cls, kwargs, problems, path)
     return None
+
+
+def _convert_fields(cls: type, data: dict[str, Any], problems: Problems, path: str) -> tuple[dict[str, Any], bool]:
+    """The converted values of `data`'s keys, and whether every key was known, valid and every required one given."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    kwargs: dict[str, Any] = {}
+    before = len(problems.items)
+    for key, value in data.items():
+        if key not in fields:
+            problems.add(
+                join(path, key),
+                f"unknown key '{key}' for {_config_name(cls)} (allowed: {', '.join(fields)})"
+                f"{did_you_mean(key, list(fields))}",
+            )
+            continue
+        seen = len(problems.items)
+        converted = convert(hints[key], value, problems, join(path, key))
+        if len(problems.items) == seen:
+            kwargs[key] = converted
+    for name, f in fields.items():
+        if name not in data and f.default is _MISSING and f.default_factory is _MISSING:
+            problems.add(join(path, name), f"missing required key '{name}' ({expected(hints[name])})")
+    return kwargs, len(problems.items) == before
+
+
+def _old_form(cls: type, data: dict[str, Any]) -> str | None:
+    """The new form of an old YAML shape, from the config class's `old_form(data)` when it has one."""
+    old_form = getattr(cls, "old_form", None)
+    return old_form(data) if old_form is not None else None
 
 
 def _check_fields(cls: type, kwargs: dict[str, Any], problems: Problems, path: str) -> None:

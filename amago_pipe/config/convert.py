@@ -6,9 +6,10 @@ No torch, no click; the converters themselves live in `amago_pipe.converters` an
 from __future__ import annotations
 
 from dataclasses import field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from amago_pipe.config.base import config
+from amago_pipe.config.base import Component, config
 from amago_pipe.config.build import FieldError
 from amago_pipe.config.registries import CONVERTERS
 from amago_pipe.config.stages import StageConfig
@@ -18,7 +19,100 @@ FILTER_KEYS = ("min_length", "max_length", "min_return", "max_return", "ends")
 """Filter names besides `metadata.<key>` (equality on a per-episode metadata value)."""
 ENDINGS = ("terminated", "truncated", "unfinished")
 """Values of the `ends` filter."""
-SOURCES_NEEDING_PATH = ("d4rl", "amago-buffer")
+
+
+@config
+class SourceConfig(Component):
+    """Where a `convert` stage reads its episodes: one config class per source format (`type:`).
+
+    A plugin is `type: package.module:MyConverter` where `MyConverter` subclasses
+    `amago_pipe.converters.base.Converter` and sets `Config` to its own subclass of this class.
+    """
+
+    registry = CONVERTERS
+    cli_arg: ClassVar[str] = "path"
+    """Field filled by the positional argument of `amago-pipe convert <type> ARG`."""
+    cli_positional: ClassVar[tuple[str, ...]] = ("path",)
+    """Fields the positional argument may set (not offered as options)."""
+
+    @classmethod
+    def from_cli_arg(cls, arg: str) -> dict[str, Any]:
+        """The source fields the CLI's positional argument sets."""
+        return {cls.cli_arg: arg}
+
+    def describe(self) -> str:
+        """Short label for progress bars and logs."""
+        return f"{self.type}:{getattr(self, self.cli_arg, '')}"
+
+
+@config
+class MinariSourceConfig(SourceConfig):
+    """A Minari dataset: by id from the local Minari root, or a dataset folder."""
+
+    impl: ClassVar[str] = "amago_pipe.converters.minari_source:MinariConverter"
+    cli_arg: ClassVar[str] = "dataset"
+    cli_positional: ClassVar[tuple[str, ...]] = ("dataset", "path")
+    type: str = "minari"
+    """Registered name or `package.module:Class` of a plugin."""
+    dataset: str | None = None
+    """Minari dataset id (e.g. `D4RL/pen/human-v2`), looked up in the local Minari root (`MINARI_DATASETS_PATH`)."""
+    path: str | None = None
+    """A Minari dataset folder (instead of `dataset`)."""
+    download: bool = False
+    """Download the dataset when it is not found locally (needs network access)."""
+    info_keys: list[str] = field(default_factory=list)
+    """Per-step episode infos kept as extra observation keys `infos/<key>`."""
+    keep_episode_metadata: bool = False
+    """Store each episode's attributes (seed, options, ...) in its metadata (slower to read)."""
+    goals_from_obs: bool = False
+    """Also copy the `achieved_goal`/`desired_goal` observation keys into the goal fields (for relabeling)."""
+
+    @classmethod
+    def from_cli_arg(cls, arg: str) -> dict[str, Any]:
+        """A folder that exists is a dataset folder (`path`); anything else a dataset id."""
+        return {"path": arg} if Path(arg).is_dir() else {"dataset": arg}
+
+    def describe(self) -> str:
+        """Short label for progress bars and logs."""
+        return f"minari:{self.dataset or self.path}"
+
+    def __post_init__(self) -> None:
+        if not (self.dataset or self.path):
+            raise FieldError("dataset", "source 'minari' needs `dataset:` (a Minari id) or `path:` (a dataset folder)")
+        if self.dataset and self.path:
+            raise FieldError("path", "give either `dataset:` (a Minari id) or `path:` (a dataset folder), not both")
+
+
+@config
+class D4rlSourceConfig(SourceConfig):
+    """One D4RL-layout HDF5 file (read with h5py; the d4rl package is not needed)."""
+
+    impl: ClassVar[str] = "amago_pipe.converters.d4rl_hdf5:D4rlHdf5Converter"
+    type: str = "d4rl"
+    """Registered name or `package.module:Class` of a plugin."""
+    path: str
+    """The `.hdf5` file."""
+    info_keys: list[str] = field(default_factory=list)
+    """Per-step `infos/*` arrays kept as extra observation keys `infos/<key>`."""
+    repeat_last_obs: bool = False
+    """Files without next_observations: keep each timeout's last step with a repeated final observation."""
+    split_on_discontinuity: bool = True
+    """Files with next_observations: start a new episode where next_observations[t] != observations[t+1]."""
+
+
+@config
+class AmagoBufferSourceConfig(SourceConfig):
+    """An AMAGO dataset folder: the `.npz` trajectories of its `buffer/` (`.traj` pickles are refused)."""
+
+    impl: ClassVar[str] = "amago_pipe.converters.amago_buffer:AmagoBufferConverter"
+    type: str = "amago-buffer"
+    """Registered name or `package.module:Class` of a plugin."""
+    path: str
+    """The AMAGO dataset folder or its `buffer/` folder."""
+    action_kind: Literal["auto", "discrete", "continuous", "multibinary"] = "auto"
+    """AMAGO stores actions as float vectors: how to read them (auto: all one-hot rows means discrete)."""
+    buffer_partitions: list[str] = field(default_factory=lambda: ["protected", "fifo"])
+    """Sub-folders of `buffer/` to read (when the folder has them)."""
 
 
 @config
@@ -27,60 +121,46 @@ class ConvertStageConfig(StageConfig):
 
     impl: ClassVar[str] = "amago_pipe.pipeline.stages.convert:ConvertStage"
 
-    source: str
-    """Where the data comes from: `minari`, `d4rl`, `amago-buffer`, or a `package.module:Class` converter plugin."""
-    dataset: str | None = None
-    """Minari dataset id (e.g. `D4RL/pen/human-v2`), looked up in the local Minari root (`MINARI_DATASETS_PATH`)."""
-    path: str | None = None
-    """File or folder to read: a D4RL `.hdf5` file, an AMAGO `buffer/` folder, or a Minari dataset folder."""
+    source: SourceConfig
+    """The dataset to read: `{type: minari, dataset: ...}`, `{type: d4rl, path: ...}`, `{type: amago-buffer, path: ...}` or a plugin `{type: package.module:Class, ...}`."""
     partition: str = "protected"
     """Store partition the episodes are written into (`protected` is never evicted)."""
     episodes: int | list[int] | None = None
     """Subset of source episodes: a count (the first N) or `[start, stop]` (stop excluded); null keeps all."""
     filters: dict[str, Any] = field(default_factory=dict)
     """Keep only episodes passing all of: min_length, max_length, min_return, max_return, ends, metadata.<key>."""
-    download: bool = False
-    """Download a Minari dataset that is not found locally (needs network access)."""
     allow_nonfinite: bool = False
     """Keep NaN/inf values instead of failing on them; they are counted in the report."""
-    info_keys: list[str] = field(default_factory=list)
-    """Per-step info arrays kept as extra observation keys `infos/<key>` (D4RL `infos/*`, Minari episode infos)."""
-    keep_episode_metadata: bool = False
-    """Minari: store each episode's attributes (seed, options, ...) in its metadata (slower to read)."""
-    goals_from_obs: bool = False
-    """Minari: also copy the `achieved_goal`/`desired_goal` observation keys into the goal fields (for relabeling)."""
-    repeat_last_obs: bool = False
-    """D4RL files without next_observations: keep each timeout's last step with a repeated final observation."""
-    split_on_discontinuity: bool = True
-    """D4RL files with next_observations: start a new episode where next_observations[t] != observations[t+1]."""
-    action_kind: Literal["auto", "discrete", "continuous", "multibinary"] = "auto"
-    """AMAGO buffers store actions as float vectors: how to read them (auto: all one-hot rows means discrete)."""
-    amago_partitions: list[str] = field(default_factory=lambda: ["protected", "fifo"])
-    """AMAGO buffers: which sub-folders of `buffer/` to read (when the folder has them)."""
     env_name: str | None = None
     """Environment name stored with every episode (default: taken from the source)."""
     force: bool = False
     """Convert again even if this source is already in the partition; the earlier copy is replaced."""
-    options: dict[str, Any] = field(default_factory=dict)
-    """Extra options for a `package.module:Class` converter plugin."""
+
+    @classmethod
+    def old_form(cls, data: dict[str, Any]) -> str | None:
+        """The fix for a pre-0.2 `source: d4rl` + `path:` stage (the source's fields were at stage level)."""
+        source = data.get("source")
+        if not isinstance(source, str):
+            return None
+        moved = {k: v for k, v in data.items() if k in _SOURCE_FIELDS}
+        new = {"type": source, **moved}
+        return (
+            f"`source: {source}` with the source's options beside it is the old form; the source is now a "
+            f"component with its own fields: `source: {{{', '.join(f'{k}: {v}' for k, v in new.items())}}}` "
+            "(see README, 'Converting datasets')"
+        )
 
     def __post_init__(self) -> None:
-        if ":" not in self.source and self.source not in CONVERTERS:
-            known = ", ".join(CONVERTERS.names())
-            raise FieldError(
-                "source",
-                f"unknown converter '{self.source}' (known: {known}, or a 'package.module:Class' plugin)"
-                f"{did_you_mean(self.source, CONVERTERS.names())}",
-            )
-        if self.source == "minari" and not (self.dataset or self.path):
-            raise FieldError("dataset", "source 'minari' needs `dataset:` (a Minari id) or `path:` (a dataset folder)")
-        if self.source in SOURCES_NEEDING_PATH and not self.path:
-            what = "a D4RL .hdf5 file" if self.source == "d4rl" else "an AMAGO buffer/ folder"
-            raise FieldError("path", f"source '{self.source}' needs `path:` ({what})")
         if not self.partition:
             raise FieldError("partition", "partition must be a non-empty name (e.g. protected)")
         _check_episodes(self.episodes)
         _check_filters(self.filters)
+
+
+_SOURCE_FIELDS = (
+    "dataset", "path", "download", "info_keys", "keep_episode_metadata", "goals_from_obs", "repeat_last_obs",
+    "split_on_discontinuity", "action_kind", "amago_partitions", "options",
+)  # fmt: skip
 
 
 def _check_episodes(episodes: int | list[int] | None) -> None:

@@ -14,7 +14,7 @@ from amago_pipe.registry import Registry
 STAGES: Registry[Any] = Registry("stage")
 """Pipeline stage types: convert, collect, relabel, train, evaluate, export."""
 CONVERTERS: Registry[Any] = Registry("converter")
-"""Dataset sources for the convert stage: minari, d4rl, amago-buffer."""
+"""Dataset sources of the convert stage (`source: {type: ...}`): minari, d4rl, amago-buffer."""
 TSTEP_ENCODERS: Registry[Any] = Registry("tstep_encoder")
 """Per-timestep encoders: ff, cnn."""
 TRAJ_ENCODERS: Registry[Any] = Registry("traj_encoder")
@@ -22,7 +22,9 @@ TRAJ_ENCODERS: Registry[Any] = Registry("traj_encoder")
 AGENTS: Registry[Any] = Registry("agent")
 """Learning updates: agent (AMAGO), multitask (AMAGO-2)."""
 POLICIES: Registry[Any] = Registry("policy")
-"""Behaviour policies for collect: random, scripted, checkpoint."""
+"""Behaviour policies for collect: random, scripted, checkpoint, builtin controllers."""
+EXPLORATION: Registry[Any] = Registry("exploration")
+"""How behaviour policies explore: none, egreedy, bilevel, gaussian."""
 
 _BUILTIN: dict[Registry[Any], dict[str, str]] = {
     # --- stages (pipeline engine) ---
@@ -34,9 +36,9 @@ _BUILTIN: dict[Registry[Any], dict[str, str]] = {
     },
     # --- converters (converters/) ---
     CONVERTERS: {
-        "minari": "amago_pipe.converters.minari_source:MinariConverter",
-        "d4rl": "amago_pipe.converters.d4rl_hdf5:D4rlHdf5Converter",
-        "amago-buffer": "amago_pipe.converters.amago_buffer:AmagoBufferConverter",
+        "minari": "amago_pipe.config.convert:MinariSourceConfig",
+        "d4rl": "amago_pipe.config.convert:D4rlSourceConfig",
+        "amago-buffer": "amago_pipe.config.convert:AmagoBufferSourceConfig",
     },
     # --- networks (nets/) ---
     TSTEP_ENCODERS: {
@@ -51,15 +53,21 @@ _BUILTIN: dict[Registry[Any], dict[str, str]] = {
     },
     # --- agents (agents/) ---
     AGENTS: {"agent": "amago_pipe.config.train:AgentConfig", "multitask": "amago_pipe.config.train:MultiTaskConfig"},
-    # --- collect policies (envs/) ---
+    # --- behaviour policies and exploration (envs/) ---
     POLICIES: {
-        "random": "amago_pipe.envs.policies:random_policy",
-        "scripted": "amago_pipe.envs.policies:scripted_policy",
-        "cartpole-pd": "amago_pipe.envs.scripted:cartpole_pd_policy",
-        "pendulum-energy": "amago_pipe.envs.scripted:pendulum_energy_policy",
-        "tmaze-walker": "amago_pipe.envs.builtin.behaviour:tmaze_walker_policy",
-        "key-door-explorer": "amago_pipe.envs.builtin.behaviour:key_door_explorer_policy",
-        "checkpoint": "amago_pipe.train.policy_loading:checkpoint_policy",
+        "random": "amago_pipe.config.policies:RandomPolicyConfig",
+        "scripted": "amago_pipe.config.policies:ScriptedPolicyConfig",
+        "cartpole-pd": "amago_pipe.config.policies:CartpolePdConfig",
+        "pendulum-energy": "amago_pipe.config.policies:PendulumEnergyConfig",
+        "tmaze-walker": "amago_pipe.config.policies:TmazeWalkerConfig",
+        "key-door-explorer": "amago_pipe.config.policies:KeyDoorExplorerConfig",
+        "checkpoint": "amago_pipe.config.policies:CheckpointPolicyConfig",
+    },
+    EXPLORATION: {
+        "none": "amago_pipe.config.policies:NoExplorationConfig",
+        "egreedy": "amago_pipe.config.policies:EpsilonGreedyConfig",
+        "bilevel": "amago_pipe.config.policies:BilevelEpsilonGreedyConfig",
+        "gaussian": "amago_pipe.config.policies:GaussianConfig",
     },
 }
 

@@ -1,6 +1,7 @@
-"""Behaviour policies for rollouts: `random`, scripted `module:function` controllers, and exploration noise.
+"""Behaviour policies for rollouts: `random`, scripted `module:function` controllers, and how any is built.
 
-`make_policy("name[:arg]", ctx)` resolves a name through the POLICIES registry. numpy only, no torch.
+`make_policy(config, ctx)` builds the policy a `PolicyConfig` names and wraps it with its exploration.
+numpy only, no torch.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from amago_pipe.actions import ActionCodec
-from amago_pipe.config.collect import parse_policy, policy_problem
+from amago_pipe.config.policies import PolicyConfig, ScriptedPolicyConfig
+from amago_pipe.envs.exploration import ExploringPolicy, make_exploration, random_actions
 from amago_pipe.envs.protocol import RolloutPolicy
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.registry import import_path
@@ -38,68 +40,26 @@ class PolicyContext:
     """Config path used in error messages."""
 
 
-PolicyFactory = Callable[[str | None, PolicyContext], RolloutPolicy]
-"""Registered in POLICIES: `factory(arg, ctx)` where `arg` is the text after the first ':' (or None)."""
+PolicyFactory = Callable[[Any, PolicyContext], RolloutPolicy]
+"""A policy config's implementation: `factory(config, ctx)` (a class or a function)."""
 
 
-def check_policy_name(policy: str, *, where: str) -> None:
-    """Raise ConfigError when `policy` names no known behaviour policy (imports nothing)."""
-    problem = policy_problem(policy)
-    if problem:
-        raise ConfigError(f"{where}: {problem}", path=where)
-
-
-def make_policy(policy: str, ctx: PolicyContext, *, noise: float = 0.0) -> RolloutPolicy:
-    """Build the policy named `policy` ('name[:arg]'); wrap it with exploration noise when `noise` > 0."""
-    from amago_pipe.config.registries import POLICIES
-
-    check_policy_name(policy, where=ctx.where)
-    check_noise(noise, ctx.spec, where=f"{ctx.where.removesuffix('policy')}noise")
-    name, arg = parse_policy(policy)
-    factory: PolicyFactory = POLICIES.get(name, where=ctx.where)
-    built = factory(arg, ctx)
-    if noise > 0.0:
-        return NoisyPolicy(built, ctx.spec, noise=noise, seed=ctx.seed + 7919)
-    return built
-
-
-def check_noise(noise: float, spec: DataSpec, *, where: str) -> None:
-    """Raise ConfigError when `noise` cannot be an epsilon (discrete kinds: a probability in [0, 1])."""
-    if spec.action.kind != "continuous" and not 0.0 <= noise <= 1.0:
-        raise ConfigError(
-            f"{where}: noise {noise:g} is the probability of a random action for {describe_action(spec.action)} "
-            f"actions, so it must be in [0, 1]",
-            path=where,
-        )
-
-
-def add_noise(actions: np.ndarray, codec: ActionCodec, noise: float, rng: np.random.Generator) -> np.ndarray:
-    """Policy-space noise: epsilon-random ids for discrete kinds, Gaussian (std=noise) in [-1, 1] otherwise."""
-    if noise <= 0.0:
-        return actions
-    if codec.kind == "continuous":
-        noisy = actions + rng.normal(0.0, noise, size=actions.shape)  # (N, *shape)
-        return np.clip(noisy, -1.0, 1.0).astype(np.float32)
-    swap = rng.random(actions.shape) < noise
-    return np.where(swap, random_actions(codec, actions.shape[0], rng), actions)
-
-
-def random_actions(codec: ActionCodec, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n uniform policy-space actions: ids for discrete kinds, uniform [-1, 1] for continuous."""
-    spec = codec.spec
-    if spec.kind == "discrete":
-        return rng.integers(0, spec.n, size=n)
-    if spec.kind == "multidiscrete":
-        return rng.integers(0, np.asarray(spec.nvec), size=(n, len(spec.nvec)))
-    if spec.kind == "multibinary":
-        return rng.integers(0, 2, size=(n, *spec.shape))
-    return rng.uniform(-1.0, 1.0, size=(n, *spec.shape)).astype(np.float32)
+def make_policy(config: PolicyConfig, ctx: PolicyContext) -> RolloutPolicy:
+    """Build the behaviour policy `config` names, wrapped by its exploration unless that is `none`."""
+    factory: PolicyFactory = config.implementation()
+    if not callable(factory):
+        raise ConfigError(f"{ctx.where}.type: '{config.type}' is not callable; expected factory(config, ctx)")
+    built = factory(config, ctx)
+    if config.exploration.type == "none":
+        return built
+    where = f"{ctx.where}.exploration"
+    return ExploringPolicy(built, make_exploration(config.exploration, ctx.spec, seed=ctx.seed + 7919, where=where))
 
 
 class RandomPolicy:
     """Uniformly random actions (uniform over the Box bounds for continuous actions)."""
 
-    def __init__(self, ctx: PolicyContext):
+    def __init__(self, config: PolicyConfig, ctx: PolicyContext):
         self.codec = ActionCodec(ctx.spec.action)
         self.rng = np.random.default_rng(ctx.seed)
 
@@ -143,36 +103,14 @@ class ScriptedPolicy:
         return self.codec.to_unit(env_actions)
 
 
-class NoisyPolicy:
-    """Wraps any RolloutPolicy and perturbs its policy-space actions (see `add_noise`)."""
-
-    def __init__(self, inner: RolloutPolicy, spec: DataSpec, *, noise: float, seed: int):
-        self.inner = inner
-        self.noise = noise
-        self.codec = ActionCodec(spec.action)
-        self.rng = np.random.default_rng(seed)
-
-    def reset(self, n_envs: int) -> None:
-        self.inner.reset(n_envs)
-
-    def reset_envs(self, done_mask: np.ndarray) -> None:
-        self.inner.reset_envs(done_mask)
-
-    def act(self, obs: dict[str, np.ndarray], rl2: np.ndarray, time: np.ndarray) -> np.ndarray:
-        return add_noise(np.asarray(self.inner.act(obs, rl2, time)), self.codec, self.noise, self.rng)
-
-
-def random_policy(arg: str | None, ctx: PolicyContext) -> RandomPolicy:
-    """Policy factory for `policy: random`."""
-    return RandomPolicy(ctx)
-
-
-def scripted_policy(arg: str | None, ctx: PolicyContext) -> ScriptedPolicy:
-    """Policy factory for `policy: scripted:package.module:function`."""
-    fn = import_path(arg or "", what="scripted policy", where=ctx.where)
+def scripted_policy(config: ScriptedPolicyConfig, ctx: PolicyContext) -> ScriptedPolicy:
+    """Policy factory for `policy: {type: scripted, function: package.module:function}`."""
+    fn = import_path(config.function, what="scripted policy", where=f"{ctx.where}.function")
     if not callable(fn):
-        raise ConfigError(f"{ctx.where}: '{arg}' is not callable; expected function(obs_dict, rng) -> action")
-    return ScriptedPolicy(fn, ctx, name=arg or "scripted")
+        raise ConfigError(
+            f"{ctx.where}.function: '{config.function}' is not callable; expected function(obs_dict, rng) -> action"
+        )
+    return ScriptedPolicy(fn, ctx, name=config.function)
 
 
 def check_env_shape(ctx: PolicyContext, *, name: str, obs_shape: tuple[int, ...], action: str) -> None:

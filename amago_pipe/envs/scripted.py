@@ -5,10 +5,9 @@ Each controller maps one env's flat observation dict to an env-space action. num
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
+from amago_pipe.config.policies import CartpolePdConfig, PendulumEnergyConfig
 from amago_pipe.envs.policies import PolicyContext, ScriptedPolicy, check_env_shape
 from amago_pipe.spec import DEFAULT_OBS_KEY
 
@@ -37,17 +36,13 @@ def pendulum_energy(
     return np.array([np.clip(torque, -2.0, 2.0)], dtype=np.float32)
 
 
-def cartpole_pd_policy(arg: str | None, ctx: PolicyContext) -> ScriptedPolicy:
-    """Policy factory for `policy: cartpole-pd`."""
+def cartpole_pd_policy(config: CartpolePdConfig, ctx: PolicyContext) -> ScriptedPolicy:
+    """Policy factory for `policy: {type: cartpole-pd}`."""
     check_env_shape(ctx, name="cartpole-pd", obs_shape=(4,), action="discrete(2)")
     return ScriptedPolicy(cartpole_pd, ctx, name="cartpole-pd")
 
 
-def pendulum_energy_policy(arg: str | None, ctx: PolicyContext) -> ScriptedPolicy:
-    """Policy factory for `policy: pendulum-energy`."""
+def pendulum_energy_policy(config: PendulumEnergyConfig, ctx: PolicyContext) -> ScriptedPolicy:
+    """Policy factory for `policy: {type: pendulum-energy}`."""
     check_env_shape(ctx, name="pendulum-energy", obs_shape=(3,), action="continuous(1,)")
     return ScriptedPolicy(pendulum_energy, ctx, name="pendulum-energy")
-
-
-BUILTIN_CONTROLLERS: dict[str, Any] = {"cartpole-pd": cartpole_pd, "pendulum-energy": pendulum_energy}
-"""The builtin controllers by policy name."""

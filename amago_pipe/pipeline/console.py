@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from amago_pipe.config.loader import LoadedPipeline
 from amago_pipe.pipeline.lockfile import LockFile, StageRecord, effective_status
 from amago_pipe.pipeline.runner import Decision
+from amago_pipe.progress import progress_bar
 
 ACTION_STYLE = {"run": "bold yellow", "resume": "bold cyan", "skip": "green", "excluded": "dim", "busy": "bold red"}
 STATUS_STYLE = {"done": "green", "failed": "bold red", "interrupted": "yellow", "running": "cyan"}
@@ -43,18 +41,6 @@ def format_metric(metrics: dict[str, Any]) -> str:
     if isinstance(value, float):
         value = f"{value:.4g}"
     return f"{key}={value}"
-
-
-class _Task:
-    def __init__(self, progress: Progress, task_id: Any):
-        self.progress, self.task_id = progress, task_id
-
-    def advance(self, n: float = 1) -> None:
-        self.progress.advance(self.task_id, n)
-
-    def update(self, *, completed: float | None = None, total: float | None = None, **fields: Any) -> None:
-        info = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in fields.items())
-        self.progress.update(self.task_id, completed=completed, total=total, info=info)
 
 
 class RichReporter:
@@ -108,19 +94,8 @@ class RichReporter:
             return None
         console = self.console
 
-        @contextmanager
-        def factory(description: str, total: float | None, unit: str) -> Iterator[_Task]:
-            columns = [
-                TextColumn(f"    {description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn(unit),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                TextColumn("{task.fields[info]}"),
-            ]
-            with Progress(*columns, console=console, transient=True) as progress:
-                yield _Task(progress, progress.add_task(description, total=total, info=""))
+        def factory(description: str, total: float | None, unit: str) -> Any:
+            return progress_bar(description, total=total, unit=unit, console=console, indent="    ")
 
         return factory
 

@@ -23,7 +23,8 @@ from amago_pipe.config.base import to_dict
 from amago_pipe.config.loader import LoadedPipeline
 from amago_pipe.config.yaml_io import dump_yaml
 from amago_pipe.errors import AmagoPipeError, ConfigError, Interrupted, LockError, StageFailed, out_of_space
-from amago_pipe.pipeline.fingerprint import STAGE_LOG, changed_keys, hash_json, hash_tree
+from amago_pipe.hashing import hash_json, hash_tree
+from amago_pipe.pipeline.fingerprint import STAGE_LOG, changed_keys
 from amago_pipe.pipeline.graph import FORCE_ALL, Selection, select, topological_order
 from amago_pipe.pipeline.layout import (
     check_store_placement,

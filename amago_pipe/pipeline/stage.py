@@ -13,26 +13,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from amago_pipe.config.pipeline import PipelineConfig
 from amago_pipe.config.stages import StageConfig
 from amago_pipe.errors import ConfigError, Interrupted
-
-
-class ProgressTask(Protocol):
-    """A live progress bar of one piece of work."""
-
-    def advance(self, n: float = 1) -> None: ...
-    def update(self, *, completed: float | None = None, total: float | None = None, **fields: Any) -> None: ...
-
-
-class _SilentTask:
-    def advance(self, n: float = 1) -> None:
-        pass
-
-    def update(self, *, completed: float | None = None, total: float | None = None, **fields: Any) -> None:
-        pass
+from amago_pipe.progress import Progress, SilentProgress
 
 
 @dataclass
@@ -53,8 +39,7 @@ class StageContext:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("amago_pipe.stage"))
     stop_event: threading.Event = field(default_factory=threading.Event)
     progress_factory: Any = None
-    """Callable `(description, total, unit) -> context manager of ProgressTask`, set by the engine."""
-    extra: dict[str, Any] = field(default_factory=dict)
+    """Callable `(description, total, unit) -> context manager of Progress`, set by the engine."""
 
     @property
     def store(self) -> str:
@@ -76,10 +61,10 @@ class StageContext:
             raise Interrupted(f"stage '{self.name}' stopped on request")
 
     @contextmanager
-    def progress(self, description: str, total: float | None = None, unit: str = "it") -> Iterator[ProgressTask]:
+    def progress(self, description: str, total: float | None = None, unit: str = "it") -> Iterator[Progress]:
         """A live progress bar (silent when the console is quiet or not a terminal)."""
         if self.progress_factory is None:
-            yield _SilentTask()
+            yield SilentProgress()
             return
         with self.progress_factory(description, total, unit) as task:
             yield task

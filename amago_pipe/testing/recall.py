@@ -16,6 +16,7 @@ import torch
 
 from amago_pipe.config.build import Problems, build
 from amago_pipe.config.envs import EnvConfig
+from amago_pipe.config.policies import RandomPolicyConfig
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.data.loader import BatchLoader
 from amago_pipe.envs.policies import PolicyContext, make_policy
@@ -79,7 +80,7 @@ def recall_store(task: RecallTask, root: Path, *, seed: int = 0) -> TrajectorySt
     tmp = path.with_name(path.name + ".tmp")
     try:
         store = TrajectoryStore.create(tmp, env.spec)
-        policy = make_policy("random", PolicyContext(spec=env.spec, n_envs=env.n_envs, seed=seed))
+        policy = make_policy(RandomPolicyConfig(), PolicyContext(spec=env.spec, n_envs=env.n_envs, seed=seed))
         with store.writer("protected", atomic=True) as writer:
             rollout(env, policy, task.episodes, seed=seed, keep_episodes=False, on_episode=lambda ep, _: writer.add(ep))
     finally:

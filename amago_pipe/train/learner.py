@@ -40,7 +40,7 @@ class LearnerHooks:
 
     check_stop: Callable[[], None] = lambda: None
     progress: Any = None
-    """A ProgressTask (`update(completed=, total=, **fields)`), or None."""
+    """An `amago_pipe.progress.Progress` (`update(completed=, total=, **fields)`), or None."""
     run_name: str = "train"
     validate: Callable[[Agent, int], dict[str, Any]] | None = None
     """`(agent, epoch) -> rollout summary` run every `validate.every` epochs (rank 0)."""

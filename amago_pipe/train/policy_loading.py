@@ -17,6 +17,7 @@ from amago_pipe.agents.agent import Agent
 from amago_pipe.agents.policy import AgentPolicy
 from amago_pipe.config.build import Problems, build
 from amago_pipe.config.nets import ModelConfig
+from amago_pipe.config.policies import CheckpointPolicyConfig
 from amago_pipe.config.train import AgentConfig
 from amago_pipe.errors import ConfigError, DataError, StoreFormatError
 from amago_pipe.spec import DataSpec
@@ -89,32 +90,25 @@ def check_env_spec(policy_spec: DataSpec, env_spec: DataSpec, *, where: str) -> 
     policy_spec.check_compatible(env_spec, what=f"{where} env", against="trained policy")
 
 
-def checkpoint_policy(arg: str | None, ctx: Any) -> AgentPolicy:
-    """POLICIES factory for `policy: checkpoint:STAGE[:latest|best|EPOCH]` or `checkpoint:path/to/policy.safetensors`.
+def checkpoint_policy(config: CheckpointPolicyConfig, ctx: Any) -> AgentPolicy:
+    """Policy factory for `policy: {type: checkpoint, stage: TRAIN, which: latest|best|N}` or `{..., path: FILE}`.
 
-    `ctx` is an `amago_pipe.envs.policies.PolicyContext`; STAGE must be among the collecting stage's `needs`.
-    Actions are sampled from the policy (exploration noise can be added with `noise:`).
+    `ctx` is an `amago_pipe.envs.policies.PolicyContext`; the stage must be among the collecting stage's `needs`.
     """
     where = getattr(ctx, "where", "policy")
-    if not arg:
-        raise ConfigError(
-            f"{where}: 'checkpoint' needs a train stage or a policy file, e.g. 'checkpoint:train' or 'checkpoint:train:best'",
-            path=where,
-        )
-    if arg.endswith(".safetensors"):
-        path = Path(arg)
+    if config.path is not None:
+        path = Path(config.path)
         if not path.is_file():
-            raise DataError(f"{where}: policy file '{arg}' does not exist")
+            raise DataError(f"{where}.path: policy file '{config.path}' does not exist")
     else:
-        stage, _, which = arg.partition(":")
         upstream = dict(getattr(ctx, "upstream", {}) or {})
-        if stage not in upstream:
+        if config.stage not in upstream:
             raise ConfigError(
-                f"{where}: stage '{stage}' is not among this stage's needs ({', '.join(upstream) or 'none'}); "
-                f"add it to `needs:` so its policy exists before collecting",
-                path=where,
+                f"{where}.stage: stage '{config.stage}' is not among this stage's needs "
+                f"({', '.join(upstream) or 'none'}); add it to `needs:` so its policy exists before collecting",
+                path=f"{where}.stage",
             )
-        path = policy_path(upstream[stage], int(which) if which.isdigit() else (which or "latest"), where=where)
+        path = policy_path(upstream[config.stage], config.which, where=where)
     agent, _ = load_agent(path)
     check_env_spec(agent.spec, ctx.spec, where=where)
-    return AgentPolicy(agent, greedy=False, seed=int(getattr(ctx, "seed", 0)))
+    return AgentPolicy(agent, greedy=config.greedy, seed=int(getattr(ctx, "seed", 0)))

@@ -13,6 +13,7 @@ import torch
 from amago_pipe.agents.agent import Agent
 from amago_pipe.agents.policy import AgentPolicy
 from amago_pipe.config.envs import EnvConfig
+from amago_pipe.config.stages import seed_from
 from amago_pipe.config.train import ValidateConfig
 from amago_pipe.envs.rollout import RolloutResult, rollout
 from amago_pipe.envs.vector import make_batched_env
@@ -53,7 +54,7 @@ def make_validator(
     cfg: ValidateConfig, *, spec: DataSpec, seed: int, where: str, check_stop: Callable[[], None] | None = None
 ) -> Callable[[Agent, int], dict[str, Any]]:
     """`(agent, epoch) -> summary` for the learner's validation hook; env seeds differ per epoch."""
-    env_seed = cfg.env.seed if cfg.env.seed is not None else seed
+    env_seed = seed_from(cfg.env.seed, seed)
 
     def validate(agent: Agent, epoch: int) -> dict[str, Any]:
         device = next(agent.parameters()).device

@@ -28,9 +28,12 @@ def test_a_refused_policy_creates_no_store(tmp_path: Path, amago: Any) -> None:
     assert proc.returncode == 3
     assert "builtin policy 'cartpole-pd' needs observation (4,)" in one_line_error(proc)
     assert not (tmp_path / "s.zarr").exists()
-    proc = amago("collect", "CartPole-v1", "--noise", "1.5", "--episodes", "2", "--store", "s.zarr")
+    proc = amago("collect", "CartPole-v1", "--exploration", "egreedy:1.5", "--episodes", "2", "--store", "s.zarr")
     assert proc.returncode == 2
-    assert "collect.policies.0.noise: noise 1.5 is the probability of a random action" in one_line_error(proc)
+    assert (
+        "policies.0.policy.exploration.epsilon: an epsilon (a probability) must be in [0, 1], got 1.5"
+        in one_line_error(proc)
+    )
     assert not (tmp_path / "s.zarr").exists()
     amago("collect", "Pendulum-v1", "--episodes", "2", "--n-envs", "2", "--store", "s.zarr", check=True)
     before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "s.zarr").rglob("*"))
@@ -48,11 +51,11 @@ def crash_after(obs: dict[str, Any], rng: Any) -> int:
 
 def test_a_policy_failing_mid_collect_removes_the_store_it_created(tmp_path: Path) -> None:
     from amago_pipe.cli.collect_cmds import build_config
-    from amago_pipe.pipeline.stages.collect import run_collect
+    from amago_pipe.envs.collect import run_collect
 
     cfg = build_config({
         "env": {"id": "CartPole-v1", "n_envs": 2},
-        "policies": [{"policy": f"scripted:{__name__}:crash_after", "episodes": 4}],
+        "policies": [{"policy": {"type": "scripted", "function": f"{__name__}:crash_after"}, "episodes": 4}],
     })  # fmt: skip
     with pytest.raises(RuntimeError, match="controller bug"):
         run_collect(cfg, store_url=str(tmp_path / "s.zarr"), seed=0)
@@ -97,7 +100,7 @@ stages:
   data:
     type: collect
     env: {{id: CartPole-v1, n_envs: 4}}
-    policies: [{{policy: random, episodes: {episodes}}}]
+    policies: [{{policy: {{type: random}}, episodes: {episodes}}}]
     output: minari
     dataset_id: shared/race-v0
 """
@@ -143,12 +146,12 @@ stages:
   random:
     type: collect
     env: {id: CartPole-v1, n_envs: 2}
-    policies: [{policy: random, episodes: 3}]
+    policies: [{policy: {type: random}, episodes: 3}]
   expert:
     type: collect
     needs: []
     env: {id: CartPole-v1, n_envs: 2}
-    policies: [{policy: cartpole-pd, episodes: 2}]
+    policies: [{policy: {type: cartpole-pd}, episodes: 2}]
 """
 
 

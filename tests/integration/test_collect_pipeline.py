@@ -15,13 +15,13 @@ stages:
     type: collect
     env: {id: CartPole-v1, n_envs: 4}
     policies:
-      - {policy: random, episodes: 6}
-      - {policy: cartpole-pd, episodes: 4, noise: 0.3}
+      - {policy: {type: random}, episodes: 6}
+      - {policy: {type: cartpole-pd, exploration: {type: egreedy, epsilon: 0.3}}, episodes: 4}
   mdata:
     type: collect
     needs: []
     env: {id: Pendulum-v1, n_envs: 2}
-    policies: [{policy: pendulum-energy, episodes: 2, noise: 0.1}]
+    policies: [{policy: {type: pendulum-energy, exploration: {type: gaussian, std: 0.1}}, episodes: 2}]
     output: minari
     dataset_id: pendulum/mixed-v0
 """

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from amago_pipe.cli.collect_cmds import build_config, collect
+from amago_pipe.envs.collect import run_collect, written_fingerprint
 from amago_pipe.errors import ConfigError, DataError, Interrupted
-from amago_pipe.pipeline.stages.collect import run_collect, written_fingerprint
 from amago_pipe.store import TrajectoryStore
 
 TOY = "amago_pipe.envs.toy:make_toy_env"
@@ -29,7 +29,10 @@ def minari_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def cartpole_cfg(**over: Any) -> Any:
     data: dict[str, Any] = {
         "env": {"id": "CartPole-v1", "n_envs": 4},
-        "policies": [{"policy": "random", "episodes": 8}, {"policy": "cartpole-pd", "episodes": 4, "noise": 0.2}],
+        "policies": [
+            {"policy": {"type": "random"}, "episodes": 8},
+            {"policy": {"type": "cartpole-pd", "exploration": {"type": "egreedy", "epsilon": 0.2}}, "episodes": 4},
+        ],
     }
     data.update(over)
     return build_config(data)
@@ -43,7 +46,7 @@ def test_mixed_collect_into_store_and_replace_on_rerun(tmp_path: Path) -> None:
     assert (info.episodes, info.timesteps) == (12, report["timesteps"])
     episodes = list(store.iter_episodes("protected"))
     assert [e.source for e in episodes].count("collect:random") == 8
-    assert {e.source for e in episodes} == {"collect:random", "collect:cartpole-pd+noise0.2"}
+    assert {e.source for e in episodes} == {"collect:random", "collect:cartpole-pd+egreedy"}
     assert report["policies"][1]["return_mean"] > 5 * report["policies"][0]["return_mean"]
     assert report["output"]["fingerprint"] == written_fingerprint(store, "protected", "p/data")
     with store.writer("protected", attrs={"source": "other"}) as w:  # someone else's data stays
@@ -58,7 +61,7 @@ def test_collect_refuses_a_store_of_another_env(tmp_path: Path) -> None:
     url = str(tmp_path / "store.zarr")
     run_collect(cartpole_cfg(), store_url=url, seed=0)
     pendulum = build_config(
-        {"env": {"id": "Pendulum-v1", "n_envs": 2}, "policies": [{"policy": "random", "episodes": 2}]}
+        {"env": {"id": "Pendulum-v1", "n_envs": 2}, "policies": [{"policy": {"type": "random"}, "episodes": 2}]}
     )
     with pytest.raises(DataError, match="observations"):
         run_collect(pendulum, store_url=url, seed=0)
@@ -89,7 +92,7 @@ def test_minari_output_round_trips_dict_observations(tmp_path: Path) -> None:
 
     cfg = build_config({
         "env": {"factory": TOY, "kwargs": {"action": "continuous"}, "n_envs": 3, "max_episode_steps": 50},
-        "policies": [{"policy": "random", "episodes": 5}],
+        "policies": [{"policy": {"type": "random"}, "episodes": 5}],
         "output": "minari",
         "dataset_id": "toy/rand-v0",
     })  # fmt: skip
@@ -115,7 +118,7 @@ def test_minari_dataset_is_replaced_only_if_collect_made_it(tmp_path: Path, mina
     foreign = minari_home / "cp" / "foreign-v0" / "data"
     foreign.mkdir(parents=True)
     (foreign / "metadata.json").write_text(json.dumps({"algorithm_name": "someone else"}))
-    with pytest.raises(ConfigError, match="not made by amago-pipe collect, so it is never replaced"):
+    with pytest.raises(ConfigError, match="not made by amago-pipe .*so it is never replaced"):
         run_collect(cartpole_cfg(output="minari", dataset_id="cp/foreign-v0"), store_url=None, seed=0)
     (minari_home / "cp" / "partial-v0" / "data").mkdir(parents=True)
     with pytest.raises(ConfigError, match="metadata.json is missing, unreadable or names no algorithm"):
@@ -125,7 +128,7 @@ def test_minari_dataset_is_replaced_only_if_collect_made_it(tmp_path: Path, mina
 def test_async_collect_matches_sync(tmp_path: Path) -> None:
     reports = []
     for mode in ("sync", "async"):
-        cfg = build_config({"env": {"factory": TOY, "n_envs": 2, "mode": mode}, "policies": [{"policy": "random", "episodes": 6}],
+        cfg = build_config({"env": {"factory": TOY, "n_envs": 2, "mode": mode}, "policies": [{"policy": {"type": "random"}, "episodes": 6}],
                             "partition": "plain"})  # fmt: skip
         reports.append(run_collect(cfg, store_url=str(tmp_path / f"{mode}.zarr"), seed=3))
     assert reports[0]["total"] == reports[1]["total"]
@@ -133,7 +136,17 @@ def test_async_collect_matches_sync(tmp_path: Path) -> None:
 
 def test_collect_command(tmp_path: Path) -> None:
     runner = CliRunner()
-    args = ["CartPole-v1", "--policy", "cartpole-pd", "--noise", "0.1", "--episodes", "4", "--n-envs", "2"]
+    args = [
+        "CartPole-v1",
+        "--policy",
+        "cartpole-pd",
+        "--exploration",
+        "egreedy:0.1",
+        "--episodes",
+        "4",
+        "--n-envs",
+        "2",
+    ]
     result = runner.invoke(collect, [*args, "--store", str(tmp_path / "s.zarr"), "--partition", "demos"])
     assert result.exit_code == 0, result.output
     assert "collected 4 episodes" in result.output
@@ -151,7 +164,9 @@ def test_collected_store_exports_to_minari_with_the_env_spaces(tmp_path: Path) -
 
     from amago_pipe.envs.toy import make_toy_env
 
-    cfg = build_config({"env": {"factory": TOY, "n_envs": 2}, "policies": [{"policy": "random", "episodes": 3}]})
+    cfg = build_config(
+        {"env": {"factory": TOY, "n_envs": 2}, "policies": [{"policy": {"type": "random"}, "episodes": 3}]}
+    )
     run_collect(cfg, store_url=str(tmp_path / "s.zarr"), seed=0)
     export_to_minari(tmp_path / "s.zarr", "protected", "toy/exported-v0")
     env = make_toy_env()

@@ -17,8 +17,8 @@ version: 1
 name: conv
 store: store.zarr
 stages:
-  data: {type: convert, source: d4rl, path: d.hdf5, partition: protected}
-  more: {type: convert, source: d4rl, path: e.hdf5, partition: protected, needs: []}
+  data: {type: convert, source: {type: d4rl, path: d.hdf5}, partition: protected}
+  more: {type: convert, source: {type: d4rl, path: e.hdf5}, partition: protected, needs: []}
 """
 
 

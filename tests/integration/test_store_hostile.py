@@ -221,7 +221,7 @@ def test_a_store_path_that_is_a_file(tmp_path: Path) -> None:
     assert code == 3 and err.count("\n") == 1 and "is a regular file, not a trajectory store" in err
     (tmp_path / "p.yaml").write_text(
         "version: 1\nname: f\nstore: notes.txt\nstages:\n"
-        f"  data: {{type: convert, source: d4rl, path: {source}, partition: protected}}\n"
+        f"  data: {{type: convert, source: {{type: d4rl, path: {source}}}, partition: protected}}\n"
     )
     code, out, err = _finish(_spawn(tmp_path, "run", "p.yaml"))
     assert code == 3 and "is a regular file, not a trajectory store" in err and "Traceback" not in out + err

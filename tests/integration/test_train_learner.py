@@ -187,21 +187,21 @@ def test_policy_refuses_an_env_unlike_its_training_data(store, tmp_path: Path) -
 
 
 def test_checkpoint_policy_factory_for_collect(store, tmp_path: Path) -> None:
-    from amago_pipe.envs.policies import PolicyContext
-    from amago_pipe.train.policy_loading import checkpoint_policy
+    from amago_pipe.config.policies import policy_config
+    from amago_pipe.envs.policies import PolicyContext, make_policy
 
     Learner(_cfg(epochs=1), store, tmp_path / "train", seed=0, hooks=LearnerHooks()).run()
     ctx = PolicyContext(spec=store.spec, n_envs=2, upstream={"train": tmp_path / "train"}, where="stages.c.policies.0")
-    policy = checkpoint_policy("train:latest", ctx)
+    policy = make_policy(policy_config({"type": "checkpoint", "stage": "train", "which": "latest"}), ctx)
     policy.reset(2)
     assert policy.act(
         {"observation": np.zeros((2, 3), np.float32)}, np.zeros((2, 4), np.float32), np.zeros(2, np.int64)
     ).shape == (2,)
-    assert checkpoint_policy(str(tmp_path / "train/policy/epoch_0001.safetensors"), ctx) is not None
-    with pytest.raises(ConfigError, match=r"stage 'trian' is not among this stage's needs \(train\)"):
-        checkpoint_policy("trian", ctx)
-    with pytest.raises(ConfigError, match=r"'checkpoint' needs a train stage or a policy file"):
-        checkpoint_policy(None, ctx)
+    assert make_policy(policy_config(f"checkpoint:{tmp_path / 'train/policy/epoch_0001.safetensors'}"), ctx)
+    with pytest.raises(ConfigError, match=r"\.stage: stage 'trian' is not among this stage's needs \(train\)"):
+        make_policy(policy_config("checkpoint:trian"), ctx)
+    with pytest.raises(DataError, match=r"no '7' policy in .*; available: epoch_0001, latest"):
+        make_policy(policy_config("checkpoint:train:7"), ctx)
 
 
 def test_gradient_accumulation_counts_micro_batches(store, tmp_path: Path) -> None:

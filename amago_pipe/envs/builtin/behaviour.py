@@ -8,13 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from amago_pipe.actions import ActionCodec
+from amago_pipe.config.policies import KeyDoorExplorerConfig, TmazeWalkerConfig
 from amago_pipe.envs.builtin.tmaze import DOWN, LEFT, RIGHT, UP
 from amago_pipe.envs.policies import PolicyContext, ScriptedPolicy, check_env_shape
-from amago_pipe.errors import ConfigError
 from amago_pipe.spec import DEFAULT_OBS_KEY
-
-EXPLORER_EPSILON = 0.1
-"""Default per-step probability of a uniformly random move for `key-door-explorer`."""
 
 
 def tmaze_walker(obs: dict[str, np.ndarray], rng: np.random.Generator) -> int:
@@ -23,8 +20,8 @@ def tmaze_walker(obs: dict[str, np.ndarray], rng: np.random.Generator) -> int:
     return int(rng.choice((UP, DOWN))) if at_junction else RIGHT
 
 
-def tmaze_walker_policy(arg: str | None, ctx: PolicyContext) -> ScriptedPolicy:
-    """Policy factory for `policy: tmaze-walker` (`noise:` adds random actions on top)."""
+def tmaze_walker_policy(config: TmazeWalkerConfig, ctx: PolicyContext) -> ScriptedPolicy:
+    """Policy factory for `policy: {type: tmaze-walker}` (`exploration:` adds random actions on top)."""
     check_env_shape(ctx, name="tmaze-walker", obs_shape=(2,), action="discrete(4)")
     return ScriptedPolicy(tmaze_walker, ctx, name="tmaze-walker")
 
@@ -38,7 +35,7 @@ class KeyDoorExplorer:
     Reads only the position (walls at 0 and 1 of the normalized coordinates), so any room size works.
     """
 
-    def __init__(self, ctx: PolicyContext, *, epsilon: float = EXPLORER_EPSILON):
+    def __init__(self, ctx: PolicyContext, *, epsilon: float):
         self.codec = ActionCodec(ctx.spec.action)
         self.rng = np.random.default_rng(ctx.seed)
         self.epsilon = epsilon
@@ -76,21 +73,9 @@ class KeyDoorExplorer:
         return DOWN if hy > 0 else UP
 
 
-def key_door_explorer_policy(arg: str | None, ctx: PolicyContext) -> KeyDoorExplorer:
-    """Policy factory for `policy: key-door-explorer[:EPSILON]` (Dark Key-To-Door, with or without reset flag)."""
+def key_door_explorer_policy(config: KeyDoorExplorerConfig, ctx: PolicyContext) -> KeyDoorExplorer:
+    """Policy factory for `policy: {type: key-door-explorer}` (Dark Key-To-Door, with or without reset flag)."""
     obs = ctx.spec.observations.get(DEFAULT_OBS_KEY)
     with_flag = obs is not None and obs.shape == (4,)
     check_env_shape(ctx, name="key-door-explorer", obs_shape=(4,) if with_flag else (3,), action="discrete(4)")
-    epsilon = EXPLORER_EPSILON
-    if arg is not None:
-        try:
-            epsilon = float(arg)
-        except ValueError:
-            epsilon = -1.0
-        if not 0.0 <= epsilon <= 1.0:
-            raise ConfigError(
-                f"{ctx.where}: 'key-door-explorer:{arg}' needs a random-move probability in [0, 1] after ':', "
-                "e.g. 'key-door-explorer:0.2'",
-                path=ctx.where,
-            )
-    return KeyDoorExplorer(ctx, epsilon=epsilon)
+    return KeyDoorExplorer(ctx, epsilon=config.epsilon)

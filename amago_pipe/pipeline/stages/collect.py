@@ -1,43 +1,20 @@
-"""The `collect` stage: roll out behaviour policies in parallel envs into a store partition or a local Minari dataset.
+"""The `collect` stage: a thin shell over `amago_pipe.envs.collect.run_collect` (shared with `amago-pipe collect`).
 
-`run_collect` does the work and is shared with the `amago-pipe collect` command; no torch is imported here.
+It fingerprints the controllers' code and what it wrote, and keeps the report; no torch is imported here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import json
-import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
-from amago_pipe.config.base import to_dict
-from amago_pipe.config.collect import CollectPolicyConfig, CollectStageConfig, parse_policy
-from amago_pipe.envs.minari_out import (
-    check_dataset_target,
-    dataset_fingerprint,
-    dataset_lock,
-    minari_dataset_path,
-    write_minari_dataset,
-)
-from amago_pipe.envs.policies import PolicyContext, make_policy
-from amago_pipe.envs.protocol import RolloutPolicy
-from amago_pipe.envs.rollout import rollout
-from amago_pipe.envs.stats import EpisodeStats, summarize
-from amago_pipe.envs.vector import make_batched_env
-from amago_pipe.envs.wrapper import BatchedEnv
-from amago_pipe.errors import ConfigError, StoreFormatError
+from amago_pipe.config.collect import CollectStageConfig
+from amago_pipe.config.stages import seed_from
+from amago_pipe.converters.minari_writer import dataset_fingerprint, minari_dataset_path
+from amago_pipe.envs.collect import dataset_id_of, policy_code_hashes, run_collect, written_fingerprint
+from amago_pipe.errors import StoreFormatError
 from amago_pipe.pipeline.stage import Stage
-from amago_pipe.registry import import_path
-from amago_pipe.spec import DataSpec
-from amago_pipe.store import Episode, TrajectoryStore
-from amago_pipe.store.leftovers import discard_if_unused
-
-REPORT_VERSION = 1
-STAGE_ATTR = "collect_stage"
-"""Segment attribute naming the pipeline/stage that wrote a segment (so a re-run can replace it)."""
+from amago_pipe.store import TrajectoryStore
 
 
 class CollectStage(Stage):
@@ -50,19 +27,14 @@ class CollectStage(Stage):
 
     def input_fingerprints(self) -> dict[str, str]:
         """Source hashes of scripted controllers, so editing one re-runs the stage."""
-        out = {}
-        for i, p in enumerate(self.config.policies):
-            digest = controller_source_hash(p.policy, where=f"stages.{self.ctx.name}.policies.{i}.policy")
-            if digest:
-                out[f"policy:{p.policy}"] = digest
-        return out
+        return policy_code_hashes(self.config, where=f"stages.{self.ctx.name}")
 
     def output_fingerprints(self) -> dict[str, str]:
         """The segments this stage wrote (not others' appends to the partition), or the Minari dataset's file
         hash; 'missing' when absent."""
         cfg = self.config
         if cfg.output == "minari":
-            dataset_id = _dataset_id(cfg)
+            dataset_id = dataset_id_of(cfg)
             path = minari_dataset_path(dataset_id)
             return {f"minari:{dataset_id}": dataset_fingerprint(path) if path.exists() else "missing"}
         try:
@@ -79,7 +51,7 @@ class CollectStage(Stage):
             report = run_collect(
                 self.config,
                 store_url=ctx.store if self.config.output == "store" else None,
-                seed=self.config.seed if self.config.seed is not None else ctx.seed,
+                seed=seed_from(self.config.seed, ctx.seed),
                 tag=self._tag(),
                 where=f"stages.{ctx.name}",
                 on_episode=lambda _ep, _st: task.advance(),
@@ -94,209 +66,3 @@ class CollectStage(Stage):
             "timesteps": report["timesteps"],
             "seconds": report["seconds"],
         }
-
-
-def run_collect(
-    cfg: CollectStageConfig,
-    *,
-    store_url: str | None,
-    seed: int,
-    tag: str = "cli",
-    where: str = "collect",
-    on_episode: Callable[[Episode, EpisodeStats], None] | None = None,
-    check_stop: Callable[[], None] | None = None,
-    upstream: Mapping[str, Path] | None = None,
-) -> dict[str, Any]:
-    """Collect every policy's episodes and write them; returns the JSON report.
-
-    The output, the env and every policy are checked before anything is written; a failure leaves nothing
-    behind (a store this call created is removed unless another writer put something in it meanwhile).
-    """
-    started = time.perf_counter()
-    if cfg.output == "store" and store_url is None:
-        raise ConfigError(f"{where}: output 'store' needs a store path", path=f"{where}.output")
-    if cfg.output == "minari":
-        check_dataset_target(_dataset_id(cfg), replace=cfg.replace, where=f"{where}.dataset_id")
-    env = make_batched_env(cfg.env, where=f"{where}.env")
-    with env:
-        policies = _make_policies(cfg, env, seed=seed, where=where, upstream=upstream or {})
-        timesteps = 0
-
-        def run(sink: Callable[[Episode], None]) -> list[dict[str, Any]]:
-            def add(ep: Episode, st: EpisodeStats) -> None:
-                nonlocal timesteps
-                sink(ep)
-                timesteps += ep.length
-                if on_episode is not None:
-                    on_episode(ep, st)
-
-            return _run_policies(cfg, env, policies, seed=seed, on_episode=add, check_stop=check_stop)
-
-        if store_url is not None and cfg.output == "store":
-            output, per_policy = _collect_to_store(cfg, env.spec, store_url, run, tag=tag)
-        else:
-            output, per_policy = _collect_to_minari(cfg, env, run, where=where)
-    all_stats = [s for p in per_policy for s in p.pop("_stats")]
-    return {
-        "format_version": REPORT_VERSION,
-        "env": to_dict(cfg.env),
-        "seed": seed,
-        "output": output,
-        "timesteps": timesteps,
-        "seconds": round(time.perf_counter() - started, 3),
-        "total": summarize(all_stats),
-        "policies": per_policy,
-    }
-
-
-Collector = Callable[[Callable[[Episode], None]], list[dict[str, Any]]]
-"""Runs every policy, handing each finished episode to the given sink; returns the per-policy summaries."""
-
-
-def _make_policies(
-    cfg: CollectStageConfig, env: BatchedEnv, *, seed: int, where: str, upstream: Mapping[str, Path]
-) -> list[RolloutPolicy]:
-    """Build every configured policy (checking it against the env) before anything is written."""
-    policies = []
-    for i, p in enumerate(cfg.policies):
-        pctx = PolicyContext(
-            spec=env.spec, n_envs=env.n_envs, seed=seed + 7_919 * (i + 1), env_name=env.env_name,
-            upstream=dict(upstream), where=f"{where}.policies.{i}.policy",
-        )  # fmt: skip
-        policies.append(make_policy(p.policy, pctx, noise=p.noise))
-    return policies
-
-
-def _run_policies(
-    cfg: CollectStageConfig,
-    env: BatchedEnv,
-    policies: list[RolloutPolicy],
-    *,
-    seed: int,
-    on_episode: Callable[[Episode, EpisodeStats], None],
-    check_stop: Callable[[], None] | None,
-) -> list[dict[str, Any]]:
-    """Roll out each built policy in turn; episodes go to `on_episode` as they finish."""
-    results = []
-    base_env_seed = cfg.env.seed if cfg.env.seed is not None else seed
-    for i, (p, policy) in enumerate(zip(cfg.policies, policies, strict=True)):
-        result = rollout(
-            env,
-            policy,
-            p.episodes,
-            seed=base_env_seed + 100_003 * i,
-            source=policy_source(p),
-            meta={"policy": p.policy, "noise": p.noise},
-            keep_episodes=False,
-            on_episode=on_episode,
-            check_stop=check_stop,
-        )
-        results.append({"policy": p.policy, "noise": p.noise, **result.summary(), "_stats": result.stats})
-    return results
-
-
-def _collect_to_store(
-    cfg: CollectStageConfig, spec: DataSpec, store_url: str, run: Collector, *, tag: str
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Write all episodes in one atomic writer; then drop the segments this stage wrote on an earlier run."""
-    existed = TrajectoryStore.exists(store_url)
-    store = TrajectoryStore.create(store_url, spec, exist_ok=True)
-    try:
-        old = []
-        if cfg.replace and cfg.partition in store.partitions():
-            old = [s.id for s in store.segments(cfg.partition) if s.attrs.get(STAGE_ATTR) == tag]
-        attrs = {STAGE_ATTR: tag, "source": f"collect:{cfg.env.env_name}"}
-        with store.writer(cfg.partition, atomic=True, attrs=attrs) as writer:
-            per_policy = run(writer.add)
-        if old:
-            store.drop_segments(cfg.partition, old)
-    except BaseException:
-        if not existed:
-            discard_if_unused(store.files)
-        raise
-    output = {
-        "kind": "store",
-        "store": str(store_url),
-        "partition": cfg.partition,
-        "replaced_segments": len(old),
-        "fingerprint": written_fingerprint(store, cfg.partition, tag),
-    }
-    return output, per_policy
-
-
-def written_fingerprint(store: TrajectoryStore, partition: str, tag: str) -> str:
-    """Hash of the sealed segments `tag` wrote in `partition` ('missing' when none): segments are immutable,
-    so their ids name the data, and other writers' appends to the partition do not change it."""
-    if partition not in store.partitions():
-        return "missing"
-    own = [s for s in store.segments(partition) if s.attrs.get(STAGE_ATTR) == tag]
-    if not own:
-        return "missing"
-    digest = hashlib.sha256(json.dumps(store.spec.to_json(), sort_keys=True).encode())
-    for s in own:
-        digest.update(f"{s.id}:{s.rows}\n".encode())
-    return digest.hexdigest()[:20]
-
-
-def _collect_to_minari(
-    cfg: CollectStageConfig, env: BatchedEnv, run: Collector, *, where: str
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Collect under the dataset id's lock, then write the dataset all at once."""
-    dataset_id = _dataset_id(cfg)
-    with dataset_lock(dataset_id, where=f"{where}.dataset_id"):
-        check_dataset_target(dataset_id, replace=cfg.replace, where=f"{where}.dataset_id")  # made meanwhile?
-        episodes: list[Episode] = []
-        per_policy = run(episodes.append)
-        mix = ", ".join(f"{p.episodes} x {policy_source(p)}" for p in cfg.policies)
-        path = write_minari_dataset(
-            dataset_id,
-            episodes,
-            observation_space=env.single_observation_space,
-            action_space=env.single_action_space,
-            env_spec=_registered_spec(cfg),
-            description=f"amago-pipe collect in {cfg.env.env_name}: {mix}",
-        )
-    output = {"kind": "minari", "dataset_id": dataset_id, "path": str(path), "fingerprint": dataset_fingerprint(path)}
-    return output, per_policy
-
-
-def _dataset_id(cfg: CollectStageConfig) -> str:
-    if not cfg.dataset_id:
-        raise ConfigError("collect: output 'minari' needs a dataset_id such as 'cartpole/mixed-v0'", path="dataset_id")
-    return cfg.dataset_id
-
-
-def _registered_spec(cfg: CollectStageConfig) -> Any:
-    """gymnasium EnvSpec (with kwargs and time limit) so Minari can recover the env; None for factories."""
-    if cfg.env.id is None:
-        return None
-    import gymnasium as gym
-
-    kwargs = dict(cfg.env.kwargs or {})
-    if cfg.env.max_episode_steps is not None:
-        kwargs["max_episode_steps"] = cfg.env.max_episode_steps
-    env = gym.make(cfg.env.id, **kwargs)
-    try:
-        return env.spec
-    finally:
-        env.close()
-
-
-def policy_source(p: CollectPolicyConfig) -> str:
-    """Episode `source` label, e.g. `collect:cartpole-pd` or `collect:random+noise0.3`."""
-    return f"collect:{p.policy}" + (f"+noise{p.noise:g}" if p.noise > 0 else "")
-
-
-def controller_source_hash(policy: str, *, where: str) -> str | None:
-    """sha256 of the source file of a `scripted:` controller or plugin factory; None for builtins."""
-    name, arg = parse_policy(policy)
-    target = arg if name == "scripted" else name if ":" in name else None
-    if not target:
-        return None
-    obj = import_path(target, what="policy", where=where)
-    try:
-        source = inspect.getsourcefile(obj)
-        data = Path(source).read_bytes() if source else b""
-    except (TypeError, OSError):
-        return None
-    return hashlib.sha256(data).hexdigest()[:16]

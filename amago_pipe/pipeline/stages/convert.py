@@ -52,7 +52,7 @@ class ConvertStage(Stage):
         from amago_pipe.converters.run import convert
 
         ctx, cfg = self.ctx, self.config
-        with ctx.progress(f"convert {cfg.dataset or cfg.path}", unit="steps") as task:
+        with ctx.progress(f"convert {cfg.source.describe()}", unit="timesteps") as task:
             report = convert(
                 cfg, ctx.store, progress=task, should_stop=ctx.should_stop, report_path=ctx.out_dir / REPORT_FILE
             )

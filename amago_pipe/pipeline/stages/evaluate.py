@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from amago_pipe.config.evaluate import EvaluateStageConfig
+from amago_pipe.config.stages import seed_from
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import ConfigError
 from amago_pipe.pipeline.stage import Stage
@@ -52,7 +53,7 @@ class EvaluateStage(Stage):
         train_name, train_dir = self.train_dir()
         path = policy_path(train_dir, cfg.checkpoint, where=f"{where}.checkpoint")
         agent, meta = load_agent(path)
-        seed = cfg.seed if cfg.seed is not None else (cfg.env.seed if cfg.env.seed is not None else ctx.seed)
+        seed = seed_from(cfg.seed, cfg.env.seed, ctx.seed)
         with ctx.progress(f"evaluate {ctx.name}", total=cfg.episodes, unit="episodes") as task:
             result = run_episodes(
                 agent,

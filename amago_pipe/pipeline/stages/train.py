@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from amago_pipe.config.base import to_dict
+from amago_pipe.config.stages import seed_from
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import AmagoPipeError, StoreFormatError
 from amago_pipe.pipeline.stage import Stage
@@ -74,7 +75,7 @@ class TrainStage(Stage):
 
         cfg, ctx = self.config, self.ctx
         store = self.open_store()
-        seed = cfg.seed if cfg.seed is not None else ctx.seed
+        seed = seed_from(cfg.seed, ctx.seed)
         where = f"stages.{ctx.name}"
         hooks = LearnerHooks(check_stop=ctx.check_stop, run_name=ctx.name, wandb_config=to_dict(cfg))
         if cfg.validate is not None:

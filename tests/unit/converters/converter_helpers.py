@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,18 @@ from amago_pipe.config.build import Problems, build
 from amago_pipe.config.convert import ConvertStageConfig
 from amago_pipe.store import Episode, TrajectoryStore
 
+STAGE_FIELDS = {f.name for f in dataclasses.fields(ConvertStageConfig)}
 
-def make_config(**data: Any) -> ConvertStageConfig:
-    """A ConvertStageConfig built the strict way a pipeline builds it (ConfigError on problems)."""
+
+def make_config(*, _raw: bool = False, **data: Any) -> ConvertStageConfig:
+    """A ConvertStageConfig built the strict way a pipeline builds it (ConfigError on problems).
+
+    `source="d4rl", path=...` is shorthand for `source={"type": "d4rl", "path": ...}`: keys that are not the
+    stage's own go into the source component (unless `_raw`, which builds `data` as written).
+    """
+    if isinstance(data.get("source"), str) and not _raw:
+        moved = {k: data.pop(k) for k in list(data) if k not in STAGE_FIELDS}
+        data["source"] = {"type": data["source"], **moved}
     problems = Problems()
     cfg = build(ConvertStageConfig, {"type": "convert", **data}, problems)
     problems.raise_if_any()

@@ -47,7 +47,7 @@ def test_continuous_pieces_and_both_subfolders_in_time_order(tmp_path: Path, rng
     assert report.spec["action"]["kind"] == "continuous" and report.spec["action"]["low"] == [-1.0, -1.0]
     assert report.adjustments["piece_of_longer_episode"].episodes == 1
     assert report.adjustments["ends_without_terminal"].episodes == 1
-    run(tmp_path / "t.zarr", source="amago-buffer", path=str(tmp_path), amago_partitions=["fifo"])
+    run(tmp_path / "t.zarr", source="amago-buffer", path=str(tmp_path), buffer_partitions=["fifo"])
     assert [g.length for g in stored(tmp_path / "t.zarr")] == [3]
 
 

@@ -109,3 +109,27 @@ def test_parse_episodes():
     assert parse_episodes("5") == 5 and parse_episodes("2:7") == [2, 7] and parse_episodes(":3") == [0, 3]
     with pytest.raises(ConfigError, match=r"--episodes: 'a:b' is not N or START:STOP"):
         parse_episodes("a:b")
+
+
+def test_source_commands_are_generated_from_the_config_fields(tmp_path: Path, d4rl_file: Path):
+    code, out, _ = invoke("convert", "d4rl", "--help")
+    assert code == 0 and "--repeat-last-obs" in out and "--no-split-on-discontinuity" in out and "--info-key" in out
+    assert "--goals-from-obs" not in out  # a minari field is not offered for d4rl
+    code, out, _ = invoke("convert", "amago-buffer", "--help")
+    assert "--action-kind [auto|discrete|continuous|multibinary]" in out and "--buffer-partition" in out
+    args = ("convert", "d4rl", str(d4rl_file), "--store", str(tmp_path / "s.zarr"), "--json")
+    code, out, _ = invoke(*args, "--no-split-on-discontinuity")
+    joined = json.loads(out)
+    code, out, _ = invoke(*args)
+    doc = json.loads(out)  # the option reached the converter: another fingerprint, the earlier copy replaced
+    assert code == 0 and doc["source_fingerprint"] != joined["source_fingerprint"] and doc["replaced_segments"]
+
+
+def test_plugins_and_unknown_sources_on_the_command_line(tmp_path: Path):
+    plugin = "test_convert_run:TinyConverter"
+    code, out, _ = invoke("convert", plugin, "--store", str(tmp_path / "s.zarr"), "--opt", "seed=3", "--json")
+    assert code == 0 and json.loads(out)["episodes"] == 2
+    code, _, err = invoke("convert", plugin, "--store", str(tmp_path / "s.zarr"), "--opt", "sead=3")
+    assert code == 2 and "source.sead: unknown key 'sead'" in err and "did you mean 'seed'" in err
+    code, _, err = invoke("convert", "minary", "x", "--store", "s")
+    assert code == 2 and "No such command 'minary'" in err

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from amago_pipe.converters.base import EpisodeFilter, EpisodeSelection, ending, to_float32
 from amago_pipe.converters.episode_stats import RunningStats
-from amago_pipe.converters.fingerprint import fingerprint_paths
 from amago_pipe.converters.report import ConversionReport, render
 from converter_helpers import make_config
 
@@ -37,23 +36,35 @@ def episode(rewards: list[float], *, end: str = "terminated", meta: dict | None 
     )
 
 
+D4RL = {"type": "d4rl", "path": "f"}
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"source": "minary", "dataset": "x"}, r"source: unknown converter 'minary' .*did you mean 'minari'\?"),
-        ({"source": "minari"}, r"dataset: source 'minari' needs `dataset:`"),
-        ({"source": "d4rl"}, r"path: source 'd4rl' needs `path:` \(a D4RL .hdf5 file\)"),
-        ({"source": "d4rl", "path": "f", "episodes": 0}, r"episodes: a count of episodes must be >= 1"),
-        ({"source": "d4rl", "path": "f", "filters": {"min_lenght": 2}}, r"unknown filter 'min_lenght' .*'min_length'"),
-        ({"source": "d4rl", "path": "f", "filters": {"ends": "timeout"}}, r"filters.ends: expected one or a list of"),
-        ({"source": "d4rl", "path": "f", "filters": {"min_return": "x"}}, r"filters.min_return: expected a number"),
-        ({"source": "d4rl", "path": "f", "action_kind": "discrate"}, r"action_kind: expected one of .*'discrete'"),
-        ({"source": "d4rl", "path": "f", "sorce": 1}, r"unknown key 'sorce' .*did you mean 'source'\?"),
+        ({"source": {"type": "minary", "dataset": "x"}}, r"source.type: unknown converter 'minary'.*'minari'\?"),
+        ({"source": {"type": "minari"}}, r"source.dataset: source 'minari' needs `dataset:`"),
+        ({"source": {"type": "d4rl"}}, r"source.path: missing required key 'path'"),
+        ({"source": D4RL, "episodes": 0}, r"episodes: a count of episodes must be >= 1"),
+        ({"source": D4RL, "filters": {"min_lenght": 2}}, r"unknown filter 'min_lenght' .*'min_length'"),
+        ({"source": D4RL, "filters": {"ends": "timeout"}}, r"filters.ends: expected one or a list of"),
+        ({"source": D4RL, "filters": {"min_return": "x"}}, r"filters.min_return: expected a number"),
+        ({"source": {**D4RL, "action_kind": "discrete"}}, r"source.action_kind: unknown key 'action_kind' for conv"),
+        ({"source": {**D4RL, "goals_from_obs": True}}, r"unknown key 'goals_from_obs'"),
+        ({"source": {"type": "amago-buffer", "path": "d", "action_kind": "discrate"}}, r"expected one of .*'discrete'"),
+        ({"source": {"type": "minari", "dataset": "a/b-v0", "info_key": ["x"]}}, r"did you mean 'info_keys'\?"),
+        ({"source": D4RL, "sorce": 1}, r"unknown key 'sorce' .*did you mean 'source'\?"),
+        ({"source": {"type": "amago_pipe.converters.base:EpisodeFilter"}}, r"is not a converter config"),
     ],
 )
 def test_config_errors_name_the_field(data: dict, message: str):
     with pytest.raises(ConfigError, match=message):
         make_config(**data)
+
+
+def test_the_old_flat_form_names_the_new_one():
+    with pytest.raises(ConfigError, match=r"`source: d4rl` .* old form.*`source: \{type: d4rl, path: f, info_keys"):
+        make_config(**{"source": "d4rl", "path": "f", "info_keys": ["a"]}, _raw=True)
 
 
 def test_config_builds_inside_a_stage_mapping():
@@ -62,8 +73,7 @@ def test_config_builds_inside_a_stage_mapping():
         ConvertStageConfig,
         {
             "type": "convert",
-            "source": "minari",
-            "dataset": "a/b-v0",
+            "source": {"type": "minari", "dataset": "a/b-v0", "goals_from_obs": True},
             "episodes": [0, 10],
             "filters": {"metadata.seed": 3},
         },
@@ -71,6 +81,7 @@ def test_config_builds_inside_a_stage_mapping():
     )
     assert not problems.items and cfg.episodes == [0, 10] and cfg.partition == "protected"
     assert cfg.implementation().__name__ == "ConvertStage"
+    assert cfg.source.goals_from_obs and cfg.source.implementation().__name__ == "MinariConverter"
 
 
 def test_selection():
@@ -121,13 +132,3 @@ def test_running_stats_and_report_json(tmp_path: Path):
     assert doc["adjustments"][0]["examples"] == [5, 6] and doc["endings"]["truncated"] == 1
     assert math.isclose(doc["episode_return"]["mean"], 5.5) and doc["observations"]["x"]["per_dim_max"] == [0, 0]
     render(doc)  # builds rich renderables without a console
-
-
-def test_fingerprint_follows_content_and_options(tmp_path: Path):
-    f = tmp_path / "a.bin"
-    f.write_bytes(b"x" * 10)
-    fp = fingerprint_paths(tmp_path, [f], {"episodes": None})
-    assert fp == fingerprint_paths(tmp_path, [f], {"episodes": None})
-    assert fp != fingerprint_paths(tmp_path, [f], {"episodes": 3})
-    f.write_bytes(b"x" * 9 + b"y")
-    assert fp != fingerprint_paths(tmp_path, [f], {"episodes": None})

@@ -12,6 +12,8 @@ from amago_pipe.converters.base import Converter, SourceInfo
 from amago_pipe.converters.run import convert
 from converter_helpers import make_config, run, store_listing, stored
 
+from amago_pipe.config.base import config
+from amago_pipe.config.convert import SourceConfig
 from amago_pipe.errors import ConfigError, DataError, Interrupted
 from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
 from amago_pipe.store import Episode, TrajectoryStore
@@ -103,12 +105,23 @@ def test_report_file_and_progress(tmp_path: Path, d4rl_file: Path):
     assert bar.done == 12 and bar.total == 12
 
 
+@config
+class TinyConfig(SourceConfig):
+    """The plugin's own typed fields."""
+
+    seed: int = 0
+    """Changes the fingerprint."""
+
+
 class TinyConverter(Converter):
     """A plugin converter: two fixed episodes."""
 
+    Config = TinyConfig
+    config: TinyConfig
+
     def open(self) -> SourceInfo:
         spec = DataSpec(observations={"x": ArraySpec((2,), "float32")}, action=ActionSpec("discrete", (), n=2))
-        return SourceInfo(name="tiny", spec=spec, fingerprint=str(self.config.options.get("seed", 0)))
+        return SourceInfo(name="tiny", spec=spec, fingerprint=str(self.config.seed))
 
     def episodes(self, report) -> Iterator[Episode]:
         for i in range(2):
@@ -123,9 +136,11 @@ class TinyConverter(Converter):
 
 
 def test_plugin_converter_by_import_path(tmp_path: Path):
-    report = run(tmp_path / "s.zarr", source=f"{__name__}:TinyConverter", options={"seed": 1})
+    report = run(tmp_path / "s.zarr", source=f"{__name__}:TinyConverter", seed=1)
     assert report.episodes == 2 and report.returns.to_json()["mean"] == 3.0
-    with pytest.raises(ConfigError, match=r"'converter_helpers:run' is not a converter"):
+    with pytest.raises(ConfigError, match=r"unknown key 'sead' .*did you mean 'seed'"):
+        run(tmp_path / "t.zarr", source=f"{__name__}:TinyConverter", sead=1)
+    with pytest.raises(ConfigError, match=r"'converter_helpers:run' is not a converter config"):
         run(tmp_path / "t.zarr", source="converter_helpers:run")
 
 

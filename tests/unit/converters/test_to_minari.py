@@ -16,6 +16,7 @@ from amago_pipe.errors import DataError
 from amago_pipe.spec import from_spaces
 from amago_pipe.store import Episode, TrajectoryStore
 from amago_pipe.testing import synthetic as syn
+from amago_pipe.testing.episodes import assert_episodes_equal
 
 CASES = {
     "box-discrete": (spaces.Box(-1, 1, (3,), np.float32), spaces.Discrete(3)),
@@ -30,18 +31,6 @@ CASES = {
 }
 
 
-def assert_same(a: Episode, b: Episode) -> None:
-    assert set(a.obs) == set(b.obs)
-    for key in a.obs:
-        assert a.obs[key].dtype == b.obs[key].dtype
-        np.testing.assert_array_equal(a.obs[key], b.obs[key])
-    for name in ("actions", "rewards", "terminated", "truncated"):
-        x, y = getattr(a, name), getattr(b, name)
-        assert x.dtype == y.dtype
-        np.testing.assert_array_equal(x, y)
-    assert (a.time_start, a.env_name, a.source, a.meta) == (b.time_start, b.env_name, b.source, b.meta)
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_store_to_minari_to_store_is_identical(tmp_path: Path, case: str):
     obs_space, act_space = CASES[case]
@@ -54,7 +43,7 @@ def test_store_to_minari_to_store_is_identical(tmp_path: Path, case: str):
     a, b = TrajectoryStore.open(tmp_path / "a.zarr"), TrajectoryStore.open(tmp_path / "b.zarr")
     assert a.spec == b.spec
     for x, y in zip(stored(tmp_path / "a.zarr"), stored(tmp_path / "b.zarr"), strict=True):
-        assert_same(x, y)
+        assert_episodes_equal(x, y)
 
 
 def test_pieces_goals_and_metadata_survive(tmp_path: Path):
@@ -85,7 +74,7 @@ def test_pieces_goals_and_metadata_survive(tmp_path: Path):
     export_to_minari(tmp_path / "a.zarr", "fifo", "out/pieces-v0")
     run(tmp_path / "b.zarr", source="minari", dataset="out/pieces-v0", partition="fifo")
     (back,) = stored(tmp_path / "b.zarr", "fifo")
-    assert_same(episode, back)
+    assert_episodes_equal(episode, back)
     for key in episode.goals:
         np.testing.assert_array_equal(back.goals[key], episode.goals[key])
 
@@ -152,9 +141,12 @@ def test_errors(tmp_path: Path, minari_root: Path):
         export_to_minari(tmp_path / "a.zarr", "fifo", "out/e-v0")
     with pytest.raises(DataError, match=r"'out/e' is not a Minari dataset id; expected 'namespace/name-v0'"):
         export_to_minari(tmp_path / "a.zarr", "protected", "out/e")
-    with pytest.raises(DataError, match=r"a Minari dataset 'src/e-v0' already exists .* pass --force"):
-        export_to_minari(tmp_path / "a.zarr", "protected", "src/e-v0")
-    export_to_minari(tmp_path / "a.zarr", "protected", "src/e-v0", force=True)
+    with pytest.raises(DataError, match=r"--dataset-id: a Minari dataset 'src/e-v0' already exists .* never replaced"):
+        export_to_minari(tmp_path / "a.zarr", "protected", "src/e-v0", force=True)  # not ours: --force is no help
+    export_to_minari(tmp_path / "a.zarr", "protected", "out/e-v0")
+    with pytest.raises(DataError, match=r"--dataset-id: a Minari dataset 'out/e-v0' already exists .* pass --force"):
+        export_to_minari(tmp_path / "a.zarr", "protected", "out/e-v0")
+    export_to_minari(tmp_path / "a.zarr", "protected", "out/e-v0", force=True)  # ours: replaced
     other = tmp_path / "elsewhere"
-    export_to_minari(tmp_path / "a.zarr", "protected", "out/e-v0", root=other)
-    assert (other / "out/e-v0/data/main_data.hdf5").exists() and not (minari_root / "out").exists()
+    export_to_minari(tmp_path / "a.zarr", "protected", "out/e-v1", root=other)
+    assert (other / "out/e-v1/data/main_data.hdf5").exists() and not (minari_root / "out/e-v1").exists()

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from amago_pipe.config.build import Problems, build
-from amago_pipe.config.collect import CollectStageConfig, parse_policy
+from amago_pipe.config.collect import CollectStageConfig
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.errors import ConfigError
 
@@ -23,7 +23,7 @@ def collect(**over: Any) -> dict[str, Any]:
     data: dict[str, Any] = {
         "type": "collect",
         "env": {"id": "CartPole-v1"},
-        "policies": [{"policy": "random", "episodes": 4}],
+        "policies": [{"policy": {"type": "random"}, "episodes": 4}],
     }
     data.update(over)
     return data
@@ -53,7 +53,12 @@ def test_env_config_errors(data: dict[str, Any], message: str) -> None:
 def test_collect_config_builds() -> None:
     cfg = make(
         CollectStageConfig,
-        collect(policies=[{"policy": "random", "episodes": 4}, {"policy": "cartpole-pd", "episodes": 6, "noise": 0.3}]),
+        collect(
+            policies=[
+                {"policy": {"type": "random"}, "episodes": 4},
+                {"policy": {"type": "cartpole-pd", "exploration": {"type": "egreedy", "epsilon": 0.3}}, "episodes": 6},
+            ]
+        ),
     )
     assert cfg.total_episodes == 10 and cfg.output == "store" and cfg.partition == "protected"
     assert cfg.implementation().__name__ == "CollectStage"
@@ -64,15 +69,34 @@ def test_collect_config_builds() -> None:
     [
         ({"policies": []}, "^policies: give at least one policy"),
         (
-            {"policies": [{"policy": "randon", "episodes": 1}]},
-            r"^policies.0.policy: unknown policy 'randon'.*did you mean 'random'",
+            {"policies": [{"policy": {"type": "randon"}, "episodes": 1}]},
+            r"^policies.0.policy.type: unknown policy 'randon'.*did you mean 'random'",
         ),
         (
-            {"policies": [{"policy": "scripted:nopath", "episodes": 1}]},
-            "^policies.0.policy: 'scripted' needs a controller path",
+            {"policies": [{"policy": {"type": "scripted", "function": "nopath"}, "episodes": 1}]},
+            "^policies.0.policy.function: expected 'package.module:function'",
         ),
-        ({"policies": [{"policy": "random", "episodes": 0}]}, "^policies.0.episodes: must be at least 1"),
-        ({"policies": [{"policy": "random", "episodes": 1, "noise": -1}]}, "^policies.0.noise: must be >= 0"),
+        ({"policies": [{"policy": {"type": "random"}, "episodes": 0}]}, "^policies.0.episodes: must be at least 1"),
+        (
+            {
+                "policies": [
+                    {"policy": {"type": "random", "exploration": {"type": "egreedy", "epsilon": -1}}, "episodes": 1}
+                ]
+            },
+            r"^policies.0.policy.exploration.epsilon: an epsilon \(a probability\) must be in \[0, 1\], got -1",
+        ),
+        (
+            {"policies": [{"policy": {"type": "random", "exploration": {"type": "gausian"}}, "episodes": 1}]},
+            "^policies.0.policy.exploration.type: unknown exploration 'gausian'.*did you mean 'gaussian'",
+        ),
+        (
+            {"policies": [{"policy": "cartpole-pd", "episodes": 1, "noise": 0.3}]},
+            r"^policies.0: the string form .* `policy: \{type: cartpole-pd, exploration: \{type: egreedy, epsilon: 0.3\}",
+        ),
+        (
+            {"policies": [{"policy": "checkpoint:train:best", "episodes": 1}]},
+            r"`policy: \{type: checkpoint, stage: train, which: best\}`",
+        ),
         ({"output": "minari"}, "^dataset_id: output: minari needs a dataset_id"),
         ({"output": "minari", "dataset_id": "cartpole/mixed"}, "^dataset_id: 'cartpole/mixed' is not a Minari id"),
         ({"dataset_id": "cartpole/mixed-v0"}, "^dataset_id: dataset_id is only used with output: minari"),
@@ -82,10 +106,3 @@ def test_collect_config_builds() -> None:
 def test_collect_config_errors(over: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         make(CollectStageConfig, collect(**over))
-
-
-def test_parse_policy() -> None:
-    assert parse_policy("random") == ("random", None)
-    assert parse_policy("scripted:pkg.mod:fn") == ("scripted", "pkg.mod:fn")
-    assert parse_policy("checkpoint:train") == ("checkpoint", "train")
-    assert parse_policy("my_pkg.policies:factory") == ("my_pkg.policies:factory", None)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from amago_pipe.config.envs import EnvConfig
+from amago_pipe.config.policies import policy_config
 from amago_pipe.envs.policies import PolicyContext, make_policy
 from amago_pipe.envs.rollout import rollout
 from amago_pipe.envs.vector import make_batched_env
 
 
-def mean_return(env_id: str, policy: str, episodes: int, noise: float = 0.0) -> float:
+def mean_return(env_id: str, policy: str, episodes: int) -> float:
     with make_batched_env(EnvConfig(id=env_id, n_envs=episodes)) as env:
         ctx = PolicyContext(spec=env.spec, n_envs=env.n_envs, seed=0, env_name=env_id)
-        result = rollout(env, make_policy(policy, ctx, noise=noise), episodes, seed=0, keep_episodes=False)
+        result = rollout(env, make_policy(policy_config(policy), ctx), episodes, seed=0, keep_episodes=False)
     return float(np.mean([s.episode_return for s in result.stats]))
 
 

@@ -12,6 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from amago_pipe.config.envs import EnvConfig
+from amago_pipe.config.policies import RandomPolicyConfig
 from amago_pipe.envs.policies import PolicyContext, make_policy
 from amago_pipe.envs.popgym import DiscreteActionAdapter, make_popgym, missing_popgym_error, register_popgym_envs
 from amago_pipe.envs.rollout import rollout
@@ -88,7 +89,7 @@ def test_batched_random_rollout(popgym: Any) -> None:
     with make_batched_env(cfg) as env:
         assert set(env.spec.observations) == {"observation"} and env.spec.observations["observation"].shape == (6,)
         assert env.spec.action.kind == "discrete" and env.spec.action.n == 27
-        policy = make_policy("random", PolicyContext(spec=env.spec, n_envs=env.n_envs, seed=0))
+        policy = make_policy(RandomPolicyConfig(), PolicyContext(spec=env.spec, n_envs=env.n_envs, seed=0))
         result = rollout(env, policy, 4, seed=0, source="random")
     assert len(result.episodes) == 4
     for ep, st in zip(result.episodes, result.stats):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from amago_pipe.config.collect import CollectPolicyConfig
 from amago_pipe.config.envs import EnvConfig
+from amago_pipe.config.policies import policy_config, policy_from_text
 from amago_pipe.envs.policies import PolicyContext, make_policy
 from amago_pipe.envs.rollout import RolloutResult, rollout
 from amago_pipe.envs.vector import make_batched_env
@@ -17,10 +17,11 @@ KEY_DOOR = EnvConfig(id="amago_pipe/DarkKeyDoor-v0", kwargs={"room_size": 5, "ep
 RECALL = EnvConfig(id="amago_pipe/DelayedRecall-v0", kwargs={"delay": 4}, n_envs=4)
 
 
-def run(cfg: EnvConfig, policy: str, episodes: int, noise: float = 0.0) -> RolloutResult:
+def run(cfg: EnvConfig, policy: str, episodes: int, epsilon: float = 0.0) -> RolloutResult:
     with make_batched_env(cfg) as env:
         ctx = PolicyContext(spec=env.spec, n_envs=env.n_envs, seed=1, env_name=cfg.env_name)
-        return rollout(env, make_policy(policy, ctx, noise=noise), episodes, seed=0)
+        config = policy_config({**policy_from_text(policy), "exploration": {"type": "egreedy", "epsilon": epsilon}})
+        return rollout(env, make_policy(config, ctx), episodes, seed=0)
 
 
 def test_tmaze_walker_succeeds_half_the_time_without_memory() -> None:
@@ -33,7 +34,7 @@ def test_tmaze_walker_succeeds_half_the_time_without_memory() -> None:
 
 
 def test_tmaze_walker_with_noise_still_has_successes_and_failures() -> None:
-    result = run(TMAZE, "tmaze-walker", 100, noise=0.1)
+    result = run(TMAZE, "tmaze-walker", 100, epsilon=0.1)
     flags = {s.success for s in result.stats}
     assert flags == {True, False} and any(s.truncated for s in result.stats)
 
@@ -57,8 +58,8 @@ def test_random_policy_runs_in_every_env(cfg: EnvConfig) -> None:
 
 
 def test_policy_names_validate_in_a_collect_config() -> None:
-    assert CollectPolicyConfig(policy="tmaze-walker", episodes=1).policy == "tmaze-walker"
-    assert CollectPolicyConfig(policy="key-door-explorer:0.3", episodes=1).noise == 0.0
+    assert policy_config("tmaze-walker").type == "tmaze-walker"
+    assert policy_config("key-door-explorer:0.3").epsilon == 0.3
 
 
 def test_policies_on_the_wrong_env() -> None:
@@ -67,10 +68,8 @@ def test_policies_on_the_wrong_env() -> None:
     with pytest.raises(
         DataError, match=r"builtin policy 'tmaze-walker' needs observation \(2,\) and action discrete\(4\)"
     ):
-        make_policy("tmaze-walker", ctx)
+        make_policy(policy_config("tmaze-walker"), ctx)
     with pytest.raises(DataError, match=r"builtin policy 'key-door-explorer' needs observation \(3,\)"):
-        make_policy("key-door-explorer", ctx)
-    with make_batched_env(KEY_DOOR) as env:
-        ctx = PolicyContext(spec=env.spec, n_envs=env.n_envs, env_name="key-door")
-    with pytest.raises(ConfigError, match=r"'key-door-explorer:lots' needs a random-move probability in \[0, 1\]"):
-        make_policy("key-door-explorer:lots", ctx)
+        make_policy(policy_config("key-door-explorer"), ctx)
+    with pytest.raises(ConfigError, match=r"'key-door-explorer:lots': expected a probability after ':'"):
+        policy_config("key-door-explorer:lots")
