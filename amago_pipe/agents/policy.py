@@ -34,6 +34,14 @@ class AgentPolicy:
         self.state: TrajState | None = None
         self.n_envs = 0
 
+    def sampling_state(self) -> list[int]:
+        """The private sampling stream's state (JSON-able), to resume it exactly."""
+        return [int(b) for b in self._rng.tolist()]
+
+    def set_sampling_state(self, state: list[int]) -> None:
+        """Continue the sampling stream of `sampling_state()`."""
+        self._rng = torch.tensor(state, dtype=torch.uint8)
+
     def reset(self, n_envs: int) -> None:
         """Fresh memory for `n_envs` environments."""
         self.n_envs = n_envs

@@ -33,6 +33,9 @@ class EvaluateStageConfig(StageConfig):
     """Seed of the env resets and the policy; null derives it from the pipeline seed."""
     plots: bool = True
     """Write return plots (PNG) next to the report."""
+    baseline: str | None = None
+    """An earlier evaluate stage (in `needs`) to compare with: summary.md and report.json show its mean return
+    as "before" beside this one's (e.g. before and after online fine-tuning)."""
 
     def __post_init__(self) -> None:
         if self.episodes < 1:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from dataclasses import field
+from typing import Literal
 
 from amago_pipe.config.base import config
 from amago_pipe.config.build import FieldError, describe
@@ -27,6 +29,32 @@ def name_problem(name: object, what: str) -> str:
 
 
 @config
+class PartitionSettings:
+    """How one store partition behaves; applied before a stage writes into it."""
+
+    kind: Literal["protected", "fifo", "plain"] | None = None
+    """`protected` (never evicted), `fifo` (bounded, oldest first) or `plain`; null: by name (`fifo` for fifo)."""
+    capacity_timesteps: int | None = None
+    """fifo only: the most timesteps kept; the oldest whole episodes are evicted as new data is sealed."""
+
+    def __post_init__(self) -> None:
+        if self.capacity_timesteps is not None and self.capacity_timesteps < 1:
+            raise FieldError("capacity_timesteps", f"must be at least 1, got {self.capacity_timesteps}")
+        if self.capacity_timesteps is not None and self.kind not in (None, "fifo"):
+            raise FieldError("capacity_timesteps", f"applies to fifo partitions only, not kind '{self.kind}'")
+
+
+@config
+class StoreConfig:
+    """The shared trajectory store and the settings of its partitions."""
+
+    path: str
+    """Path or URL of the store (any URL zarr and fsspec understand)."""
+    partitions: dict[str, PartitionSettings] = field(default_factory=dict)
+    """Per-partition settings, e.g. `{fifo: {capacity_timesteps: 200000}}`."""
+
+
+@config
 class PipelineConfig:
     """A whole experiment: stages run in dependency order inside one run directory."""
 
@@ -34,8 +62,8 @@ class PipelineConfig:
     """Pipeline file format version (currently 1)."""
     name: str
     """Name of the experiment; the run directory defaults to `runs/<name>`."""
-    store: str | None = None
-    """Path or URL of the trajectory store shared by the stages (may be shared between pipelines)."""
+    store: str | StoreConfig | None = None
+    """Path or URL of the trajectory store shared by the stages (may be shared between pipelines), or `{path, partitions: {fifo: {capacity_timesteps: N}}}`."""
     seed: int = 0
     """Base random seed; each stage derives its own from it."""
     description: str = ""
@@ -51,3 +79,13 @@ class PipelineConfig:
         problem = name_problem(self.name, "pipeline name")
         if problem:
             raise FieldError("name", f"{problem} (it names the run directory)")
+
+    @property
+    def store_path(self) -> str | None:
+        """The store's path or URL (either form of `store:`)."""
+        return self.store.path if isinstance(self.store, StoreConfig) else self.store
+
+    @property
+    def partition_settings(self) -> dict[str, PartitionSettings]:
+        """Settings of the partitions named under `store: {partitions: ...}`."""
+        return dict(self.store.partitions) if isinstance(self.store, StoreConfig) else {}

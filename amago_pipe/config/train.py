@@ -13,6 +13,7 @@ from amago_pipe.config.base import Component, config
 from amago_pipe.config.build import FieldError
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.config.nets import ActorHeadConfig, CriticHeadConfig, ModelConfig
+from amago_pipe.config.online import InitFromConfig, OnlineConfig, PartitionPhase
 from amago_pipe.config.registries import AGENTS
 from amago_pipe.config.stages import StageConfig
 
@@ -194,7 +195,7 @@ class ValidateConfig:
 
 @config
 class TrainStageConfig(StageConfig):
-    """Train an agent on store partitions (offline), with exact checkpoint resume."""
+    """Train an agent on store partitions, offline or while collecting online, with exact checkpoint resume."""
 
     impl: ClassVar[str] = "amago_pipe.pipeline.stages.train:TrainStage"
 
@@ -246,6 +247,12 @@ class TrainStageConfig(StageConfig):
     """metrics.jsonl, wandb, console and plots."""
     validate: ValidateConfig | None = None
     """Validation rollouts every few epochs with best-checkpoint tracking; null disables them."""
+    online: OnlineConfig | None = None
+    """Collect with the current policy every epoch into a fifo partition (online / offline-to-online); null: offline."""
+    init_from: InitFromConfig | None = None
+    """Start from the weights of another train stage (in `needs`), e.g. offline pretraining before online."""
+    partition_schedule: list[PartitionPhase] = field(default_factory=list)
+    """Phases of partition weights by epoch, e.g. `[{from_epoch: 10, weights: {protected: 0.25, fifo: 0.75}}]`."""
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "max_seq_len", "batch_size", "epochs", "updates_per_epoch", "grad_accum")
@@ -260,3 +267,26 @@ class TrainStageConfig(StageConfig):
             raise FieldError("partitions", f"mixture weights sum to 0 ({self.partitions}); give one a positive weight")
         if not (0.0 < self.lr < 1.0):
             raise FieldError("lr", f"must be in (0, 1), got {self.lr}")
+        _check_online(self)
+
+    def weights_at(self, epoch: int) -> dict[str, float]:
+        """Partition mixture weights of `epoch` (0-based): the last schedule phase started by then, else `partitions`."""
+        started = [p for p in self.partition_schedule if p.from_epoch <= epoch]
+        return dict(max(started, key=lambda p: p.from_epoch).weights) if started else dict(self.partitions)
+
+
+def _check_online(cfg: TrainStageConfig) -> None:
+    starts = [p.from_epoch for p in cfg.partition_schedule]
+    if starts != sorted(set(starts)):
+        raise FieldError("partition_schedule", f"phases must have increasing from_epoch, got {starts}")
+    if cfg.online is None:
+        return
+    used = set(cfg.partitions).union(*(p.weights for p in cfg.partition_schedule))
+    if cfg.online.partition not in used:
+        raise FieldError(
+            "online.partition",
+            f"'{cfg.online.partition}' gets no weight in `partitions` ({cfg.partitions}) or `partition_schedule`, "
+            f"so what is collected would never be trained on; add e.g. `partitions: {{{cfg.online.partition}: 1.0}}`",
+        )
+    if cfg.online.start_at_epoch >= cfg.epochs:
+        raise FieldError("online.start_at_epoch", f"{cfg.online.start_at_epoch} is not before `epochs` ({cfg.epochs})")

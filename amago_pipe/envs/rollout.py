@@ -69,7 +69,7 @@ def rollout(
     quota[: episodes % n] += 1
     finished = np.zeros(n, dtype=np.int64)
     result = RolloutResult(stats=[])
-    recorder = _Recorder(env, source=source, meta=meta or {}, keep_data=keep_episodes or on_episode is not None)
+    recorder = Recorder(env, source=source, meta=meta or {}, keep_data=keep_episodes or on_episode is not None)
     started_at = _time.perf_counter()
     step = env.reset(seed=seed)
     policy.reset(n)
@@ -93,8 +93,9 @@ def rollout(
     return result
 
 
-class _Recorder:
-    """Time-major buffers (C, N, ...) for all envs; a finished episode is one slice of them per array."""
+class Recorder:
+    """Time-major buffers (C, N, ...) for all envs; a finished episode (or a saved piece of a long one) is one
+    slice of them per array."""
 
     def __init__(self, env: BatchedEnv, *, source: str, meta: dict[str, Any], keep_data: bool, capacity: int = 256):
         self.env = env
@@ -117,10 +118,16 @@ class _Recorder:
         """Row of each env's current episode's first observation."""
         self.info: dict[str, np.ndarray] = {}
         """Last value of each tracked info key per env (NaN: not reported in this episode)."""
+        self.offset = np.zeros(self.n, dtype=np.int64)
+        """Timesteps of each env's current episode already handed out as pieces."""
+        self.carried = np.zeros(self.n, dtype=np.float64)
+        """Return of those pieces."""
 
     def begin(self, step: EnvStep) -> None:
         self.row = 0
         self.start[:] = 0
+        self.offset[:] = 0
+        self.carried[:] = 0.0
         for k, arr in self.obs.items():
             arr[0] = step.obs[k]
         self._track_info(step)
@@ -157,9 +164,21 @@ class _Recorder:
             truncated=self.truncated[s + 1 : e + 1, i].copy(),
             env_name=self.env.env_name,
             source=self.source,
-            time_start=0,
+            time_start=int(self.offset[i]),
             meta=dict(self.meta),
         )
+
+    def pieces(self, limit: np.ndarray) -> list[tuple[int, Episode]]:
+        """Hand out the running part of each env whose unsaved steps reached `limit[i]` (N,) as a piece: it ends
+        at the latest observation, which the next piece starts from (its `time_start` continues the count)."""
+        out = []
+        for i in np.flatnonzero(self.row - self.start >= limit):
+            s, e = int(self.start[i]), self.row
+            out.append((int(i), self._episode(int(i), s, e)))
+            self.offset[i] += e - s
+            self.carried[i] += float(self.rewards[s + 1 : e + 1, i].sum(dtype=np.float64))
+            self.start[i] = e
+        return out
 
     def _finish(self, i: int) -> tuple[Episode | None, EpisodeStats]:
         s, e = int(self.start[i]), self.row
@@ -171,8 +190,8 @@ class _Recorder:
         stats = EpisodeStats(
             env_name=self.env.env_name,
             env_index=i,
-            episode_return=float(self.rewards[s + 1 : e + 1, i].sum(dtype=np.float64)),
-            length=int(e - s),
+            episode_return=float(self.carried[i] + self.rewards[s + 1 : e + 1, i].sum(dtype=np.float64)),
+            length=int(self.offset[i] + e - s),
             terminated=bool(self.terminated[e, i]),
             truncated=bool(self.truncated[e, i]),
             success=success,
@@ -180,6 +199,7 @@ class _Recorder:
         )
         for v in self.info.values():
             v[i] = np.nan
+        self.offset[i], self.carried[i] = 0, 0.0
         self.start[i] = self.row + 1  # NEXT_STEP autoreset: the next row is this env's new first observation
         return episode, stats
 

@@ -52,7 +52,7 @@ def _shown(path: Path) -> Path:
 
 def check_store_placement(loaded: LoadedPipeline, run_dir: Path) -> None:
     """ConfigError when the store lies in `<run_dir>/stages/`, where stage folders are replaced on re-runs."""
-    store = loaded.config.store
+    store = loaded.config.store_path
     path = _local(store) if store else None
     stages = (run_dir / STAGES_DIR).resolve()
     if path is None or not path.is_relative_to(stages):
@@ -70,7 +70,7 @@ def store_elsewhere_warning(loaded: LoadedPipeline, run_dir: Path) -> str:
     `store: runs/${name}/store.zarr` names the default run directory, so `--run-dir` alone does not give
     a run its own data: every run directory of the pipeline reads and appends to the same store.
     """
-    store = loaded.config.store
+    store = loaded.config.store_path
     path = _local(store) if store else None
     if path is None or path.is_relative_to(run_dir.resolve()):
         return ""

@@ -107,7 +107,7 @@ class Runner:
     def stage_config(self, name: str) -> dict[str, Any]:
         """What identifies a stage's config (as JSON): its fields but `description`, the store and the seed."""
         stage = {k: v for k, v in to_dict(self.loaded.config.stages[name]).items() if k != "description"}
-        config = {"stage": stage, "store": self.loaded.config.store, "seed": self.loaded.config.seed}
+        config = {"stage": stage, "store": self.loaded.config.store_path, "seed": self.loaded.config.seed}
         return dict(json.loads(json.dumps(config, default=str)))
 
     def output_hash(self, stage: Stage) -> str:

@@ -44,12 +44,19 @@ class StageContext:
     @property
     def store(self) -> str:
         """The pipeline's store path/URL (relative paths are taken from the working directory)."""
-        if not self.pipeline.store:
+        path = self.pipeline.store_path
+        if not path:
             raise ConfigError(
                 f"stages.{self.name}: this stage needs a store; set `store:` at the top of the pipeline",
                 path="store",
             )
-        return self.pipeline.store
+        return path
+
+    def configure_store(self, store: Any) -> None:
+        """Apply the pipeline's `store: {partitions: ...}` settings (e.g. a fifo capacity) to an open store."""
+        for name, settings in self.pipeline.partition_settings.items():
+            kind = settings.kind or ("fifo" if settings.capacity_timesteps is not None else None)
+            store.configure_partition(name, kind=kind, capacity_timesteps=settings.capacity_timesteps)
 
     def should_stop(self) -> bool:
         """True once the run was asked to stop (SIGINT/SIGTERM)."""

@@ -47,13 +47,20 @@ class TrainingState:
     sampler: dict[str, Any] = field(default_factory=dict)
     best: dict[str, Any] = field(default_factory=dict)
     """Best validation so far: {"epoch": .., "return_mean": ..}."""
+    elapsed: float = 0.0
+    """Seconds of the whole loop (collection, updates, validation, checkpoints), summed over runs."""
+    online: dict[str, Any] = field(default_factory=dict)
+    """Online collection: counters, exploration schedule, sampling stream (empty when offline)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("epoch", "step", "timesteps", "wall_time", "sampler", "best")}
+        return {k: getattr(self, k) for k in _STATE_KEYS}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TrainingState:
-        return cls(**{k: d[k] for k in ("epoch", "step", "timesteps", "wall_time", "sampler", "best") if k in d})
+        return cls(**{k: d[k] for k in _STATE_KEYS if k in d})
+
+
+_STATE_KEYS = ("epoch", "step", "timesteps", "wall_time", "elapsed", "sampler", "best", "online")
 
 
 # ---- RNG --------------------------------------------------------------------------------------
@@ -274,6 +281,14 @@ def check_shapes(expected: dict[str, torch.Tensor], found: dict[str, torch.Tenso
 
 
 # ---- policy weights ---------------------------------------------------------------------------
+
+
+def load_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a weights file written by `save_weights` (a policy file); StoreFormatError when unreadable."""
+    try:
+        return load_file(str(path))
+    except (OSError, ValueError, RuntimeError, SafetensorError) as e:
+        raise StoreFormatError(f"{path}: not a readable weights file ({e})") from e
 
 
 def save_weights(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,12 +18,14 @@ import torch
 
 from amago_pipe.agents.agent import Agent
 from amago_pipe.config.base import to_dict
+from amago_pipe.config.online import PARTS
 from amago_pipe.config.train import TrainStageConfig
-from amago_pipe.data.loader import BatchLoader, check_partitions
+from amago_pipe.data.loader import BatchLoader
 from amago_pipe.errors import AmagoPipeError, DataError
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train import checkpoint as ckpt
 from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, read_metrics
+from amago_pipe.train.online import OnlineCollector, check_online_data, copy_parts
 from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
 from amago_pipe.train.runtime import Runtime, build_agent, setup_runtime
 
@@ -42,6 +44,8 @@ class LearnerHooks:
     progress: Any = None
     """An `amago_pipe.progress.Progress` (`update(completed=, total=, **fields)`), or None."""
     run_name: str = "train"
+    data_tag: str = ""
+    """Names this run's online data in the store (segment attribute); default: `run_name`."""
     validate: Callable[[Agent, int], dict[str, Any]] | None = None
     """`(agent, epoch) -> rollout summary` run every `validate.every` epochs (rank 0)."""
     wandb_config: dict[str, Any] = field(default_factory=dict)
@@ -53,7 +57,7 @@ class Learner:
     def __init__(self, cfg: TrainStageConfig, store: TrajectoryStore, out_dir: Path, *, seed: int, hooks: LearnerHooks):
         self.cfg, self.store, self.out_dir, self.seed, self.hooks = cfg, store, Path(out_dir), seed, hooks
         self.where = f"stages.{hooks.run_name}"
-        check_partitions(store, cfg.partitions, where=f"{self.where}.partitions")
+        check_online_data(cfg, store, where=self.where)
         self.rt: Runtime = setup_runtime(cfg)
         torch.manual_seed(seed)  # identical initial weights on every rank
         self.agent = build_agent(cfg.agent, cfg.model, store.spec, max_seq_len=cfg.max_seq_len, compile=cfg.compile).to(
@@ -63,6 +67,9 @@ class Learner:
         self.state = ckpt.TrainingState()
         self.ckpt_dir = self.out_dir / "checkpoints"
         self.policy_dir = self.out_dir / "policy"
+        self.collector: OnlineCollector | None = None
+        self._clock = time.perf_counter()
+        self._online_row: dict[str, Any] = {}
 
     # ---- resume -------------------------------------------------------------------------------
     def resume(self) -> bool:
@@ -86,11 +93,10 @@ class Learner:
         log.info("resumed from %s (epoch %d, step %d)", found, c.state.epoch, c.state.step)
         return True
 
-    def load_weights(self, directory: Path) -> None:
-        """Load only the weights of a checkpoint folder (e.g. to fine-tune); DataError on another model shape."""
-        c = ckpt.load_checkpoint(directory)
-        ckpt.check_shapes(self.agent.state_dict(), c.model, where=f"{self.where}: loading {directory}")
-        self.agent.load_state_dict(c.model)
+    def load_weights(self, source: Path, parts: Sequence[str] = PARTS) -> None:
+        """Copy `parts` (model, actor, critic) from a checkpoint folder or a policy file (see `copy_parts`)."""
+        copy_parts(self.agent, Path(source), parts, where=f"{self.where}.init_from")
+        log.info("initialised %s from %s", ", ".join(parts), source)
 
     # ---- the loop -----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -111,25 +117,78 @@ class Learner:
             enabled=rt.is_main,
         )
         logger.truncate_after(self.state.step)
-        loader = BatchLoader(
+        self._clock = time.perf_counter() - self.state.elapsed
+        dynamic = cfg.online is not None or bool(cfg.partition_schedule)  # weights or data change per epoch
+        try:
+            self._start_collector()
+            with contextlib.ExitStack() as stack:
+                loader = None if dynamic else stack.enter_context(self._loader(cfg.partitions))
+                for epoch in range(self.state.epoch, cfg.epochs):
+                    self._online_row = self._collect(epoch)
+                    if loader is None:
+                        with self._loader(self._weights(epoch)) as epoch_loader:
+                            self._epoch(epoch, model, optimizer, epoch_loader, logger)
+                    else:
+                        self._epoch(epoch, model, optimizer, loader, logger)
+        finally:
+            logger.close()
+            if self.collector is not None:
+                self.collector.close()
+        return self._finish()
+
+    def _loader(self, weights: dict[str, float]) -> BatchLoader:
+        cfg = self.cfg
+        return BatchLoader(
             self.store,
             batch_size=cfg.batch_size,
             seq_len=cfg.max_seq_len,
-            partitions=cfg.partitions,
+            partitions=weights,
             seed=self.seed,
-            rank=rt.rank,
+            rank=self.rt.rank,
             mode=cfg.sample_mode,
             prefetch=cfg.prefetch,
             start=int(self.state.sampler.get("next_index", 0)),
-            pin_memory=rt.device.type == "cuda",
+            pin_memory=self.rt.device.type == "cuda",
         )
-        try:
-            with loader:
-                for epoch in range(self.state.epoch, cfg.epochs):
-                    self._epoch(epoch, model, optimizer, loader, logger)
-        finally:
-            logger.close()
-        return self._finish()
+
+    def _weights(self, epoch: int) -> dict[str, float]:
+        """This epoch's mixture weights over the partitions that exist (the fifo appears with its first data)."""
+        known = set(self.store.partitions())
+        weights = {p: w for p, w in self.cfg.weights_at(epoch).items() if p in known}
+        if not any(w > 0 for w in weights.values()):
+            raise DataError(
+                f"{self.where}: epoch {epoch + 1} samples {self.cfg.weights_at(epoch)}, but none of those partitions "
+                "holds data yet; collect first (online.start_at_epoch: 0) or give weight to a filled partition"
+            )
+        return weights
+
+    # ---- online collection --------------------------------------------------------------------
+    def _start_collector(self) -> None:
+        """Open the online envs (main process); drop the online data collected after the resumed checkpoint."""
+        online = self.cfg.online
+        if online is None or not self.rt.is_main:
+            return
+        self.collector = OnlineCollector(
+            online, self.agent, self.store, seed=self.seed + 7, tag=self.hooks.data_tag or self.hooks.run_name,
+            where=self.where, device=self.rt.device,
+        )  # fmt: skip
+        if self.state.online:
+            self.collector.load_state_dict(self.state.online)
+        self.collector.drop_after(self.state.epoch)
+
+    def _collect(self, epoch: int) -> dict[str, Any]:
+        """This epoch's collection (main process; the others wait for its data), or {} when not collecting."""
+        online = self.cfg.online
+        if online is None or epoch < online.start_at_epoch:
+            return {}
+        row: dict[str, Any] = {}
+        if self.collector is not None:
+            if self.hooks.progress is not None:
+                self.hooks.progress.update(collecting=f"epoch {epoch + 1}")
+            row = self.collector.collect(epoch, self.hooks.check_stop)
+            self.state.online = self.collector.state_dict()
+        self.rt.accelerator.wait_for_everyone()
+        return row
 
     def _epoch(self, epoch: int, model: Any, optimizer: Any, loader: BatchLoader, logger: MetricsLogger) -> None:
         cfg, rt, st = self.cfg, self.rt, self.state
@@ -208,6 +267,7 @@ class Learner:
     def _end_of_epoch(self, epoch: int, logger: MetricsLogger) -> None:
         cfg, rt, st = self.cfg, self.rt, self.state
         row: dict[str, Any] = {f"buffer/{p}_timesteps": n for p, n in self._partition_sizes().items()}
+        row.update(self._online_row)
         val = cfg.validate
         if (
             val is not None
@@ -222,6 +282,8 @@ class Learner:
             if not st.best or score > float(st.best.get("return_mean", float("-inf"))):
                 st.best = {"epoch": epoch, "return_mean": score}
                 self._save_policy(self.policy_dir / "best.safetensors", epoch)
+        st.elapsed = time.perf_counter() - self._clock
+        row["time/elapsed_s"] = round(st.elapsed, 2)  # the whole loop: collection, updates, validation
         if rt.is_main:
             logger.log(row, step=st.step, epoch=epoch, timesteps=st.timesteps, wall_time=st.wall_time)
             self._save(epoch)
@@ -268,7 +330,8 @@ class Learner:
 
     def _partition_sizes(self) -> dict[str, int]:
         try:
-            return {p: self.store.partition_info(p).timesteps for p in self.cfg.partitions}
+            known = set(self.store.partitions())
+            return {p: self.store.partition_info(p).timesteps for p in self.cfg.partitions if p in known}
         except AmagoPipeError:
             return {}
 

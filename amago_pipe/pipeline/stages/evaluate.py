@@ -82,6 +82,9 @@ class EvaluateStage(Stage):
             "throughput": {"env_steps": result.env_steps, "seconds": round(result.seconds, 3)},
             "episodes": [s.to_json() for s in result.stats],
         }
+        baseline = self.baseline_summary(cfg.baseline) if cfg.baseline is not None else None
+        if baseline is not None:
+            report["baseline"] = baseline
         (ctx.out_dir / "report.json").write_text(json.dumps(report, indent=1))
         (ctx.out_dir / "summary.md").write_text(summary_markdown(report))
         if cfg.plots:
@@ -106,7 +109,23 @@ class EvaluateStage(Stage):
         }
         if "success_rate" in summary:
             out["success_rate"] = summary["success_rate"]
+        if baseline is not None:
+            out["baseline_return"] = baseline["return_mean"]
         return out
+
+    def baseline_summary(self, name: str) -> dict[str, Any]:
+        """Stage name, policy and mean return of the evaluate stage `name` (in `needs`) this one is compared with."""
+        where = f"stages.{self.ctx.name}.baseline"
+        folder = self.ctx.upstream.get(name)
+        if folder is None or not isinstance(self.ctx.pipeline.stages[name], EvaluateStageConfig):
+            raise ConfigError(f"{where}: '{name}' is not an evaluate stage among this stage's needs", path=where)
+        earlier = json.loads((folder / "report.json").read_text())
+        return {
+            "stage": name,
+            "policy": earlier["policy"],
+            "return_mean": earlier["summary"].get("return_mean"),
+            "success_rate": earlier["summary"].get("success_rate"),
+        }
 
 
 def attempt_returns(stats: list[Any]) -> list[list[float]]:
@@ -135,6 +154,11 @@ def summary_markdown(report: dict[str, Any]) -> str:
     ]
     if "success_rate" in s:
         rows.append(("success rate", s["success_rate"]))
+    base = report.get("baseline")
+    if base:
+        rows.append((f"mean return before (`{base['stage']}`: stage `{base['policy']['train_stage']}`)", base["return_mean"]))
+        if base["return_mean"] is not None and s.get("return_mean") is not None:
+            rows.append(("change in mean return", s["return_mean"] - base["return_mean"]))
     lines = [
         f"# Evaluation: {report['env']}",
         "",

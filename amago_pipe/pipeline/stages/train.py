@@ -12,7 +12,7 @@ from typing import Any
 from amago_pipe.config.base import to_dict
 from amago_pipe.config.stages import seed_from
 from amago_pipe.config.train import TrainStageConfig
-from amago_pipe.errors import AmagoPipeError, StoreFormatError
+from amago_pipe.errors import AmagoPipeError, ConfigError, DataError, StoreFormatError
 from amago_pipe.pipeline.stage import Stage
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train.metrics import WANDB_SUBDIR
@@ -30,22 +30,84 @@ class TrainStage(Stage):
     side_outputs = (WANDB_SUBDIR,)
     config: TrainStageConfig
 
-    def open_store(self) -> TrajectoryStore:
+    def open_store(self, *, create: bool = False) -> TrajectoryStore:
+        """The pipeline's store; an online stage may `create` it (with its env's spec) when it does not exist."""
+        cfg = self.config
         if not TrajectoryStore.exists(self.ctx.store):
-            raise StoreFormatError(
-                f"stages.{self.ctx.name}: no trajectory store at '{self.ctx.store}'; add a convert or collect stage "
-                "before train (or fix `store:`)"
-            )
-        return TrajectoryStore.open(self.ctx.store)
+            if not (create and cfg.online is not None):
+                raise StoreFormatError(
+                    f"stages.{self.ctx.name}: no trajectory store at '{self.ctx.store}'; add a convert or collect "
+                    "stage before train, collect online (`online:`), or fix `store:`"
+                )
+            from amago_pipe.envs.vector import make_batched_env
+
+            with make_batched_env(cfg.online.env, where=f"stages.{self.ctx.name}.online.env") as env:
+                TrajectoryStore.create(self.ctx.store, env.spec, exist_ok=True)
+        store = TrajectoryStore.open(self.ctx.store)
+        self.ctx.configure_store(store)
+        return store
+
+    def _data_tag(self) -> str:
+        return f"{self.ctx.pipeline.name}/{self.ctx.name}"
 
     def input_fingerprints(self) -> dict[str, str]:
-        """The fingerprint of every weighted partition (a missing one shows as `missing`; run() explains)."""
+        """The fingerprint of every weighted partition it reads (a missing one shows as `missing`; run() explains),
+        except the one its online collection writes (an output)."""
+        cfg = self.config
+        written = cfg.online.partition if cfg.online is not None else None
+        read = set(cfg.partitions).union(*(p.weights for p in cfg.partition_schedule)) - {written}
         try:
-            store = self.open_store()
+            if not TrajectoryStore.exists(self.ctx.store):
+                return {"store": "missing"} if read else {}
+            store = TrajectoryStore.open(self.ctx.store)
             known = set(store.partitions())
-            return {f"partition:{p}": store.fingerprint(p) if p in known else "missing" for p in self.config.partitions}
+            return {f"partition:{p}": store.fingerprint(p) if p in known else "missing" for p in sorted(read)}
         except AmagoPipeError:
             return {"store": "missing"}
+
+    def output_fingerprints(self) -> dict[str, str]:
+        """The online segments this stage collected ('missing' when none); nothing for an offline stage."""
+        from amago_pipe.train.online import collected_fingerprint
+
+        online = self.config.online
+        if online is None:
+            return {}
+        try:
+            fingerprint = collected_fingerprint(
+                TrajectoryStore.open(self.ctx.store), online.partition, self._data_tag()
+            )
+        except AmagoPipeError:
+            fingerprint = "missing"
+        return {f"store:{online.partition}": fingerprint}
+
+    def init_source(self) -> Any:
+        """The checkpoint folder or policy file `init_from` names (ConfigError/DataError when absent)."""
+        from amago_pipe.train import checkpoint as ckpt
+
+        init = self.config.init_from
+        where = f"stages.{self.ctx.name}.init_from"
+        if init is None:
+            return None
+        if init.stage not in self.ctx.upstream:
+            raise ConfigError(
+                f"{where}.stage: '{init.stage}' is not among this stage's needs "
+                f"({', '.join(self.ctx.upstream) or 'none'}); add it to `needs:`",
+                path=f"{where}.stage",
+            )
+        folder = self.ctx.upstream[init.stage]
+        if init.which == "best":
+            from amago_pipe.train.policy_loading import policy_path
+
+            return policy_path(folder, "best", where=where)
+        name = ckpt.LATEST if init.which == "latest" else f"epoch_{int(init.which):04d}"
+        found = ckpt.resolve(folder / "checkpoints" / name)
+        if found is None:
+            kept = sorted(p.name for p in (folder / "checkpoints").glob("*") if ckpt.resolve(p) is not None)
+            raise DataError(
+                f"{where}.which: stage '{init.stage}' has no checkpoint '{name}' (kept: {', '.join(kept) or 'none'}); "
+                "pick one of those (`keep_last` and `ckpt_interval` decide which are kept)"
+            )
+        return found
 
     def _trained_epochs(self) -> int | None:
         """Epochs completed by the checkpoint a resume would load; None when there is none."""
@@ -74,10 +136,13 @@ class TrainStage(Stage):
         from amago_pipe.train.validation import make_validator
 
         cfg, ctx = self.config, self.ctx
-        store = self.open_store()
+        init = self.init_source()
+        store = self.open_store(create=True)
         seed = seed_from(cfg.seed, ctx.seed)
         where = f"stages.{ctx.name}"
-        hooks = LearnerHooks(check_stop=ctx.check_stop, run_name=ctx.name, wandb_config=to_dict(cfg))
+        hooks = LearnerHooks(
+            check_stop=ctx.check_stop, run_name=ctx.name, data_tag=self._data_tag(), wandb_config=to_dict(cfg)
+        )
         if cfg.validate is not None:
             hooks.validate = make_validator(
                 cfg.validate, spec=store.spec, seed=seed + 1, where=where, check_stop=ctx.check_stop
@@ -85,6 +150,10 @@ class TrainStage(Stage):
         learner = Learner(cfg, store, ctx.out_dir, seed=seed, hooks=hooks)
         if ctx.resume and learner.resume():
             ctx.log.info("resuming %s at epoch %d", ctx.name, learner.state.epoch)
+            if cfg.online is not None:
+                ctx.log.info("online envs restart from fresh resets (env state is not checkpointed)")
+        elif cfg.init_from is not None:
+            learner.load_weights(init, cfg.init_from.parts)
         with ctx.progress(f"train {ctx.name}", total=cfg.epochs * cfg.updates_per_epoch, unit="steps") as task:
             hooks.progress = task
             metrics = learner.run()
