@@ -5,6 +5,7 @@
     python benchmarks/bench_quality.py cartpole-random --seeds 0 1 2       # quickstart on 1,000 random episodes
     python benchmarks/bench_quality.py online-cartpole --seeds 0 1 2 --plot benchmarks/plots/online-cartpole.png
     python benchmarks/bench_quality.py offline-to-online --seeds 0 1 2     # random data -> offline -> online
+    python benchmarks/bench_quality.py online-pendulum --seeds 0 1 2 --plot benchmarks/plots/online-pendulum.png
 
 Each seed runs `amago-pipe run pipelines/<name>.yaml --set seed=<s>` in `runs/quality/<name>-s<s>/` (its own
 Minari root there), with validation rollouts (10 episodes) after every epoch to time when the policy first
@@ -35,6 +36,7 @@ TASKS: dict[str, dict[str, Any]] = {
         "overrides": ["stages.collect.policies=[{policy: {type: random}, episodes: 1000}]", "stages.train.epochs=10"],
     },
     "online-cartpole": {"env": "CartPole-v1", "target": 475.0},
+    "online-pendulum": {"env": "Pendulum-v1", "target": -200.0},
     "offline-to-online": {"env": "CartPole-v1", "target": 475.0, "train": "online"},
 }
 

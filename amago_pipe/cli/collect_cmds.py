@@ -26,82 +26,127 @@ def build_config(data: dict[str, Any]) -> Any:
     return cfg
 
 
+OPTIONS = [
+    click.option(
+        "--policy",
+        default="random",
+        show_default=True,
+        help="Short form of a policy component: random, cartpole-pd, pendulum-energy, tmaze-walker, "
+        "key-door-explorer[:EPSILON], scripted:pkg.mod:function, checkpoint:path/to/policy.safetensors, pkg.mod:Factory.",
+    ),
+    click.option("--episodes", type=int, help="Number of episodes to collect."),
+    click.option("--store", "store_path", metavar="PATH", help="Trajectory store to append to (with --partition)."),
+    click.option("--partition", default="protected", show_default=True, help="Store partition to write."),
+    click.option("--minari-id", metavar="NS/NAME-vN", help="Write a new local Minari dataset with this id instead."),
+    click.option(
+        "--exploration",
+        default="none",
+        show_default=True,
+        metavar="TYPE[:VALUE]",
+        help="none, egreedy:EPSILON (any action space), gaussian:STD (continuous, [-1, 1] units), bilevel:HORIZON.",
+    ),
+    click.option("--n-envs", type=int, help="Parallel environments (default 8; with --follow: the stage's)."),
+    click.option(
+        "--mode",
+        type=click.Choice(["sync", "async"]),
+        default="sync",
+        show_default=True,
+        help="sync: one process; async: one subprocess per env.",
+    ),
+    click.option("--max-episode-steps", type=int, help="Time limit per episode (default: the env's own)."),
+    click.option(
+        "--env-kwarg",
+        "env_kwargs",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Env constructor argument (repeatable; YAML values).",
+    ),
+    click.option("--seed", type=int, default=0, show_default=True, help="Seed of env resets and the policy."),
+    click.option("--overwrite", is_flag=True, help="Replace an existing Minari dataset made by amago-pipe collect."),
+    click.option(
+        "--follow",
+        "follow_dir",
+        metavar="RUN_DIR",
+        type=click.Path(file_okay=False),
+        help="Act with the newest policy of RUN_DIR's running online train stage until it finishes (decoupled actor).",
+    ),
+    click.option("--stage", help="With --follow: the online train stage (default: the only one)."),
+]
+"""Options of `amago-pipe collect`."""
+
+
+def _with_options(func: Any) -> Any:
+    for option in reversed(OPTIONS):
+        func = option(func)
+    return func
+
+
 @click.command()
-@click.argument("env_id")
-@click.option(
-    "--policy",
-    default="random",
-    show_default=True,
-    help="Short form of a policy component: random, cartpole-pd, pendulum-energy, tmaze-walker, "
-    "key-door-explorer[:EPSILON], scripted:pkg.mod:function, checkpoint:path/to/policy.safetensors, pkg.mod:Factory.",
-)
-@click.option("--episodes", type=int, required=True, help="Number of episodes to collect.")
-@click.option("--store", "store_path", metavar="PATH", help="Trajectory store to append to (with --partition).")
-@click.option("--partition", default="protected", show_default=True, help="Store partition to write.")
-@click.option("--minari-id", metavar="NS/NAME-vN", help="Write a new local Minari dataset with this id instead.")
-@click.option(
-    "--exploration",
-    default="none",
-    show_default=True,
-    metavar="TYPE[:VALUE]",
-    help="none, egreedy:EPSILON (any action space), gaussian:STD (continuous, [-1, 1] units), bilevel:HORIZON.",
-)
-@click.option("--n-envs", type=int, default=8, show_default=True, help="Parallel environments.")
-@click.option(
-    "--mode",
-    type=click.Choice(["sync", "async"]),
-    default="sync",
-    show_default=True,
-    help="sync: one process; async: one subprocess per env.",
-)
-@click.option("--max-episode-steps", type=int, help="Time limit per episode (default: the env's own).")
-@click.option(
-    "--env-kwarg",
-    "env_kwargs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Env constructor argument (repeatable; YAML values).",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of env resets and the policy.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing Minari dataset made by amago-pipe collect.")
+@click.argument("env_id", required=False)
+@_with_options
 @click.pass_obj
-def collect(
-    obj: Verbosity | None,
-    env_id: str,
-    policy: str,
-    episodes: int,
-    store_path: str | None,
-    partition: str,
-    minari_id: str | None,
-    exploration: str,
-    n_envs: int,
-    mode: str,
-    max_episode_steps: int | None,
-    env_kwargs: tuple[str, ...],
-    seed: int,
-    overwrite: bool,
-) -> None:
+def collect(obj: Verbosity | None, **opts: Any) -> None:
     """Collect EPISODES episodes of POLICY in gymnasium env ENV_ID (e.g. CartPole-v1).
 
     \b
     amago-pipe collect CartPole-v1 --policy random --episodes 100 --minari-id cartpole/random-v0
     amago-pipe collect CartPole-v1 --policy cartpole-pd --exploration egreedy:0.3 --episodes 100 --store runs/s.zarr
+    amago-pipe collect --follow runs/online-cartpole     # one more actor for a running online train stage
     """
+    if opts["follow_dir"] is not None:
+        _follow(
+            obj,
+            opts["follow_dir"],
+            stage=opts["stage"],
+            store=opts["store_path"],
+            n_envs=opts["n_envs"],
+            seed=opts["seed"],
+        )
+        return
+    env_id, store_path, minari_id = opts["env_id"], opts["store_path"], opts["minari_id"]
+    if env_id is None or opts["episodes"] is None:
+        raise ConfigError("collect: give ENV_ID and --episodes N (or --follow RUN_DIR to act for a running learner)")
     if (store_path is None) == (minari_id is None):
         raise ConfigError("collect: give exactly one output: --store PATH (with --partition) or --minari-id NS/NAME-v0")
-    env = {"id": env_id, "n_envs": n_envs, "mode": mode, "max_episode_steps": max_episode_steps}
-    if env_kwargs:
-        env["kwargs"] = parse_key_values(env_kwargs, "--env-kwarg", "render_mode=rgb_array")
+    env = {
+        "id": env_id,
+        "n_envs": opts["n_envs"] or 8,
+        "mode": opts["mode"],
+        "max_episode_steps": opts["max_episode_steps"],
+    }
+    if opts["env_kwargs"]:
+        env["kwargs"] = parse_key_values(opts["env_kwargs"], "--env-kwarg", "render_mode=rgb_array")
     data: dict[str, Any] = {
         "env": env,
-        "policies": [{"policy": _policy(policy, exploration), "episodes": episodes}],
-        "seed": seed,
-        **({"output": "store", "partition": partition, "replace": False} if store_path else {}),  # CLI appends
-        **({"output": "minari", "dataset_id": minari_id, "replace": overwrite} if minari_id else {}),
+        "policies": [{"policy": _policy(opts["policy"], opts["exploration"]), "episodes": opts["episodes"]}],
+        "seed": opts["seed"],
+        **({"output": "store", "partition": opts["partition"], "replace": False} if store_path else {}),  # appends
+        **({"output": "minari", "dataset_id": minari_id, "replace": opts["overwrite"]} if minari_id else {}),
     }
     cfg = build_config(data)
-    report = _run_with_progress(cfg, store_path, seed, quiet=bool(obj and obj.level < 0))
+    report = _run_with_progress(cfg, store_path, opts["seed"], quiet=bool(obj and obj.level < 0))
     _print_report(report, level=obj.level if obj else 0)
+
+
+def _follow(obj: Verbosity | None, run_dir: str, **options: Any) -> None:
+    """`collect --follow`: a decoupled actor of a running online train stage; prints one line per chunk."""
+    from pathlib import Path
+
+    from amago_pipe.pipeline.follow import follow
+
+    level = obj.level if obj else 0
+
+    def show(row: dict[str, Any]) -> None:
+        if level >= 0:
+            ret = row.get("online/return_mean")
+            click.echo(
+                f"policy v{row['policy_version']}: {row['online/env_steps']} env steps, {row['online/episodes']} "
+                f"episodes" + (f", return mean {ret:.2f}" if ret is not None else "")
+            )
+
+    totals = follow(Path(run_dir), store_url=options.pop("store"), on_chunk=show, **options)
+    if level >= 0:
+        click.echo(f"stage '{totals['stage']}' stopped: {totals['env_steps']} env steps, {totals['episodes']} episodes")
 
 
 def _policy(policy: str, exploration: str) -> dict[str, Any]:

@@ -34,7 +34,8 @@ class OnlineConfig:
     each env at its own random fraction of it (AMAGO's default, shorter)."""
     timesteps_per_epoch: int = 1000
     """Env timesteps (over all envs) collected before each epoch's updates; with `updates_per_epoch` this sets
-    the update-to-data ratio (gradient steps per collected timestep)."""
+    the update-to-data ratio (gradient steps per collected timestep). 0: the learner does not act; decoupled
+    actors (`amago-pipe collect --follow RUN_DIR`) fill the partition and the learner waits for their data."""
     start_at_epoch: int = 0
     """First epoch that collects (epochs before it train on what the store already holds: offline-then-online)."""
     save_every: tuple[int, int] | None = None
@@ -45,8 +46,11 @@ class OnlineConfig:
     """Act with the most likely action before exploration (else sample from the policy)."""
 
     def __post_init__(self) -> None:
-        if self.timesteps_per_epoch < 1:
-            raise FieldError("timesteps_per_epoch", f"must be at least 1, got {self.timesteps_per_epoch}")
+        if self.timesteps_per_epoch < 0:
+            raise FieldError(
+                "timesteps_per_epoch",
+                f"must be >= 0 (0: only decoupled actors collect), got {self.timesteps_per_epoch}",
+            )
         if self.start_at_epoch < 0:
             raise FieldError("start_at_epoch", f"must be >= 0, got {self.start_at_epoch}")
         if self.save_every is not None and not 1 <= self.save_every[0] <= self.save_every[1]:

@@ -11,7 +11,7 @@ from typing import Any
 import gymnasium as gym
 
 from amago_pipe.config.envs import EnvConfig
-from amago_pipe.errors import ConfigError
+from amago_pipe.errors import AmagoPipeError, ConfigError, DataError
 from amago_pipe.registry import import_path
 
 BUILTIN_NAMESPACE = "amago_pipe"
@@ -28,6 +28,8 @@ class EnvFactory:
     max_episode_steps: int | None = None
     where: str = "env"
     """Config path used in error messages, e.g. `stages.collect.env`."""
+    index: int | None = None
+    """Position in a vector env: errors raised by the env's step/reset then name it."""
 
     @classmethod
     def from_config(cls, cfg: EnvConfig, *, where: str = "env") -> EnvFactory:
@@ -40,6 +42,10 @@ class EnvFactory:
         )
 
     def __call__(self) -> gym.Env:
+        env = self._make()
+        return env if self.index is None else IndexedEnv(env, self.index, where=self.where)
+
+    def _make(self) -> gym.Env:
         if self.id is not None:
             return self._make_registered(self.id)
         if self.factory is None:
@@ -87,3 +93,34 @@ class EnvFactory:
                 f"{self.where}.kwargs: gymnasium env '{env_id}' rejected kwargs {sorted(self.kwargs)} ({e})",
                 path=f"{self.where}.kwargs",
             ) from e
+
+
+class IndexedEnv(gym.Wrapper):  # type: ignore[type-arg]
+    """Names the env's index in its vector env when its `step` or `reset` raises (sync and async modes)."""
+
+    def __init__(self, env: gym.Env, index: int, *, where: str):  # type: ignore[type-arg]
+        super().__init__(env)
+        self.index, self.where = index, where
+
+    def step(self, action: Any) -> Any:
+        try:
+            return self.env.step(action)
+        except AmagoPipeError:
+            raise
+        except Exception as e:
+            raise self._failed("step", e) from e
+
+    def reset(self, **kwargs: Any) -> Any:
+        try:
+            return self.env.reset(**kwargs)
+        except AmagoPipeError:
+            raise
+        except Exception as e:
+            raise self._failed("reset", e) from e
+
+    def _failed(self, call: str, e: Exception) -> DataError:
+        name = self.env.spec.id if self.env.spec is not None else type(self.env.unwrapped).__name__
+        return DataError(
+            f"{self.where}: env {self.index} ({name}) raised {type(e).__name__} in {call}(): {e}; the run stopped "
+            "(fix the env, or run it alone with n_envs: 1 to debug)"
+        )

@@ -5,6 +5,9 @@ Both run in NEXT_STEP autoreset mode and come wrapped as a BatchedEnv. gymnasium
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import replace
+
 import gymnasium as gym
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
@@ -18,10 +21,13 @@ def make_vector_env(cfg: EnvConfig, *, n_envs: int | None = None, where: str = "
     """A gymnasium VectorEnv of `n_envs` (default `cfg.n_envs`) copies in `cfg.mode`, NEXT_STEP autoreset."""
     n = cfg.n_envs if n_envs is None else n_envs
     factory = EnvFactory.from_config(cfg, where=where)
-    fns = [factory] * n
+    fns = [replace(factory, index=i) for i in range(n)]
     try:
         if cfg.mode == "async":
             factory().close()  # fail early, in this process, with a clear message (not a worker traceback)
+            # a worker's error is re-raised here naming its env (IndexedEnv); gymnasium's copy of its traceback
+            # (a UserWarning) would print a traceback the user did not ask for (--debug shows ours)
+            warnings.filterwarnings("ignore", category=UserWarning, module="gymnasium.vector.async_vector_env")
             return AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
         return SyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
     except (RuntimeError, ValueError, AssertionError) as e:

@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from amago_pipe.actions import ActionCodec
-from amago_pipe.errors import ConfigError
+from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.spec import DataSpec, flatten_obs, from_spaces
 
 
@@ -59,6 +59,7 @@ class BatchedEnv:
                 path=where,
             )
         self.vector_env = vector_env
+        self.where = where
         self.n_envs = int(vector_env.num_envs)
         self.env_name = env_name
         self.spec: DataSpec = from_spaces(vector_env.single_observation_space, vector_env.single_action_space)
@@ -98,6 +99,8 @@ class BatchedEnv:
         obs, reward, terminated, truncated, infos = self.vector_env.step(env_actions)
         started = self._pending_reset.copy()
         reward = np.asarray(reward, dtype=np.float32)
+        flat = self._flat(obs)
+        self._check_finite(reward, flat)
         rl2 = np.empty((self.n_envs, self.rl2_dim), dtype=np.float32)  # (N, 1 + A)
         rl2[:, 0] = reward
         rl2[:, 1:] = self.codec.rl2_features(env_actions)
@@ -108,7 +111,7 @@ class BatchedEnv:
         truncated = np.asarray(truncated, dtype=bool) & ~started
         self._pending_reset = terminated | truncated
         return EnvStep(
-            obs=self._flat(obs),
+            obs=flat,
             rl2=rl2,
             time=self._time.copy(),
             reward=np.where(started, 0.0, reward).astype(np.float32),
@@ -129,6 +132,18 @@ class BatchedEnv:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _check_finite(self, reward: np.ndarray, obs: dict[str, np.ndarray]) -> None:
+        """DataError naming the first env whose reward or an observation is NaN/inf."""
+        arrays = {"reward": reward, **{f"observation['{k}']": v for k, v in obs.items() if v.dtype.kind == "f"}}
+        for name, arr in arrays.items():
+            finite = np.isfinite(arr).reshape(self.n_envs, -1).all(axis=1)  # (N,)
+            if not finite.all():
+                i = int(np.flatnonzero(~finite)[0])
+                raise DataError(
+                    f"{self.where}: env {i} ({self.env_name}) returned a non-finite {name} at step {int(self._time[i]) + 1} "
+                    "of its episode; the run stopped (fix the env, or clip/replace the value in a wrapper)"
+                )
 
     def _flat(self, obs: Any) -> dict[str, np.ndarray]:
         flat = flatten_obs(obs)

@@ -25,7 +25,7 @@ from amago_pipe.errors import AmagoPipeError, DataError
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train import checkpoint as ckpt
 from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, read_metrics
-from amago_pipe.train.online import OnlineCollector, check_online_data, copy_parts
+from amago_pipe.train.online import OnlineCollector, check_online_data, copy_parts, staleness, wait_for_actors
 from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
 from amago_pipe.train.runtime import Runtime, build_agent, setup_runtime
 
@@ -151,8 +151,16 @@ class Learner:
             pin_memory=self.rt.device.type == "cuda",
         )
 
+    def _has_data(self, epoch: int) -> bool:
+        """True when a partition weighted in `epoch` holds an episode."""
+        known = set(self.store.partitions())
+        weighted = [p for p, w in self.cfg.weights_at(epoch).items() if w > 0 and p in known]
+        return any(self.store.partition_info(p).episodes > 0 for p in weighted)
+
     def _weights(self, epoch: int) -> dict[str, float]:
         """This epoch's mixture weights over the partitions that exist (the fifo appears with its first data)."""
+        if self.cfg.online is not None and self.cfg.online.timesteps_per_epoch == 0:  # only decoupled actors
+            wait_for_actors(self.store, self.cfg.online.partition, self.hooks.check_stop, where=self.where)
         known = set(self.store.partitions())
         weights = {p: w for p, w in self.cfg.weights_at(epoch).items() if p in known}
         if not any(w > 0 for w in weights.values()):
@@ -167,6 +175,10 @@ class Learner:
         """Open the online envs (main process); drop the online data collected after the resumed checkpoint."""
         online = self.cfg.online
         if online is None or not self.rt.is_main:
+            return
+        if self.state.epoch == 0:  # decoupled actors (`collect --follow`) act with it until epoch 1 ends
+            self._save_policy(self.policy_dir / "latest.safetensors", 0)
+        if online.timesteps_per_epoch == 0:
             return
         self.collector = OnlineCollector(
             online, self.agent, self.store, seed=self.seed + 7, tag=self.hooks.data_tag or self.hooks.run_name,
@@ -186,6 +198,8 @@ class Learner:
             if self.hooks.progress is not None:
                 self.hooks.progress.update(collecting=f"epoch {epoch + 1}")
             row = self.collector.collect(epoch, self.hooks.check_stop)
+            while not self._has_data(epoch):  # no episode has ended yet (long episodes, few steps per epoch)
+                row = self.collector.collect(epoch, self.hooks.check_stop)
             self.state.online = self.collector.state_dict()
         self.rt.accelerator.wait_for_everyone()
         return row
@@ -268,6 +282,8 @@ class Learner:
         cfg, rt, st = self.cfg, self.rt, self.state
         row: dict[str, Any] = {f"buffer/{p}_timesteps": n for p, n in self._partition_sizes().items()}
         row.update(self._online_row)
+        if self.cfg.online is not None:
+            row.update(staleness(self.store, self.cfg.online.partition, epoch - 1))
         val = cfg.validate
         if (
             val is not None

@@ -10,6 +10,7 @@ at each episode start. Envs restart on resume (their state is not checkpointable
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,34 @@ def check_online_data(cfg: TrainStageConfig, store: TrajectoryStore, *, where: s
             f"{where}.online.start_at_epoch: epochs before {online.start_at_epoch} would train on partitions "
             f"{cfg.partitions} before any data is collected; give weight to a filled partition or start at 0"
         )
+
+
+def staleness(store: TrajectoryStore, partition: str, epoch: int) -> dict[str, float]:
+    """How many epochs behind `epoch` the policies that collected `partition`'s data are (timestep-weighted
+    mean and max over the segments online collection wrote, the learner's and followers' alike)."""
+    if partition not in store.partitions():
+        return {}
+    lags = [(epoch - int(s.attrs[EPOCH_ATTR]), s.timesteps) for s in store.segments(partition) if EPOCH_ATTR in s.attrs]
+    total = sum(n for _, n in lags)
+    if not total:
+        return {}
+    return {
+        "online/staleness_mean": round(sum(lag * n for lag, n in lags) / total, 3),
+        "online/staleness_max": float(max(lag for lag, _ in lags)),
+    }
+
+
+def wait_for_actors(
+    store: TrajectoryStore, partition: str, check_stop: Callable[[], None], *, where: str, poll_s: float = 1.0
+) -> None:
+    """Block until decoupled actors have sealed some data into `partition` (`timesteps_per_epoch: 0`)."""
+    waited = 0.0
+    while partition not in store.partitions() or store.partition_info(partition).episodes == 0:
+        check_stop()
+        if waited % 30 < poll_s:
+            log.info("%s: waiting for `amago-pipe collect --follow` actors to fill '%s'", where, partition)
+        time.sleep(poll_s)
+        waited += poll_s
 
 
 def collected_fingerprint(store: TrajectoryStore, partition: str, tag: str) -> str:

@@ -67,7 +67,9 @@ def test_online_from_scratch_collects_every_epoch_and_trains_on_it(tmp_path: Pat
     state = json.loads((tmp_path / "out/checkpoints/latest/state.json").read_text())["state"]["online"]
     assert state["env_steps"] == 120 and state["exploration"]["timesteps"] == 120
     episodes = list(store.iter_episodes("fifo"))
-    assert {ep.meta["policy_version"] for ep in episodes} == {0, 1, 2} and all(ep.source == "online:t" for ep in episodes)
+    assert {ep.meta["policy_version"] for ep in episodes} == {0, 1, 2} and all(
+        ep.source == "online:t" for ep in episodes
+    )
 
 
 def test_resume_drops_what_was_collected_after_the_checkpoint(tmp_path: Path) -> None:

@@ -156,7 +156,9 @@ def summary_markdown(report: dict[str, Any]) -> str:
         rows.append(("success rate", s["success_rate"]))
     base = report.get("baseline")
     if base:
-        rows.append((f"mean return before (`{base['stage']}`: stage `{base['policy']['train_stage']}`)", base["return_mean"]))
+        rows.append(
+            (f"mean return before (`{base['stage']}`: stage `{base['policy']['train_stage']}`)", base["return_mean"])
+        )
         if base["return_mean"] is not None and s.get("return_mean") is not None:
             rows.append(("change in mean return", s["return_mean"] - base["return_mean"]))
     lines = [

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.envs.vector import make_batched_env
-from amago_pipe.errors import ConfigError
+from amago_pipe.errors import ConfigError, DataError
 
 TOY = "amago_pipe.envs.toy:make_toy_env"
 
@@ -84,3 +85,44 @@ def test_bad_factory_and_kwargs_are_config_errors() -> None:
         make_batched_env(EnvConfig(id="CartPole-v1", kwargs={"bogus": 1}, n_envs=1))
     with pytest.raises(ConfigError, match="returned dict, expected a gymnasium.Env"):
         make_batched_env(EnvConfig(factory="builtins:dict", kwargs={"a": 3}, n_envs=1))
+
+
+class Faulty(gym.Wrapper):
+    """The env reset with seed 1 (env 1 of a vector env reset with seed 0) raises in step() after 2 steps, or
+    returns NaN rewards; the others are fine."""
+
+    def __init__(self, env: gym.Env, nan: bool):
+        super().__init__(env)
+        self.nan, self.steps, self.faulty = nan, 0, False
+
+    def reset(self, **kwargs):
+        self.faulty = kwargs.get("seed") == 1 or self.faulty
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        self.steps += 1
+        obs, reward, term, trunc, info = self.env.step(action)
+        if self.faulty and self.steps > 2:
+            if self.nan:
+                return obs, float("nan"), term, trunc, info
+            raise RuntimeError("the simulator diverged")
+        return obs, reward, term, trunc, info
+
+
+def faulty_env(nan: bool = False) -> gym.Env:
+    from amago_pipe.envs.toy import ToyEnv
+
+    return Faulty(ToyEnv(min_len=50, max_len=50), nan=nan)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("nan", [False, True], ids=["raises", "nan"])
+def test_a_failing_env_is_named_by_its_index(mode: str, nan: bool) -> None:
+    cfg = EnvConfig(factory=f"{__name__}:faulty_env", kwargs={"nan": nan}, n_envs=3, mode=mode)
+    with make_batched_env(cfg, where="stages.c.env") as env:
+        env.reset(seed=0)
+        env.step(np.zeros(3, np.int64))
+        env.step(np.zeros(3, np.int64))
+        message = r"non-finite reward at step 3" if nan else r"raised RuntimeError in step\(\): the simulator diverged"
+        with pytest.raises(DataError, match=rf"^stages.c.env: env 1 \(.*{message}"):
+            env.step(np.zeros(3, np.int64))
