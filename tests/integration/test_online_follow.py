@@ -28,8 +28,8 @@ stages:
       timesteps_per_epoch: {own}
     max_seq_len: 6
     batch_size: 4
-    epochs: 4
-    updates_per_epoch: 60
+    epochs: {epochs}
+    updates_per_epoch: {updates}
     warmup_steps: 1
     model:
       tstep_encoder: {{type: ff, d_hidden: 16, d_output: 16}}
@@ -51,8 +51,10 @@ def _spawn(cwd: Path, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def _followers_after_start(tmp_path: Path, own: int) -> tuple[subprocess.Popen[str], list[subprocess.Popen[str]]]:
-    (tmp_path / "p.yaml").write_text(PIPELINE.format(own=own))
+def _followers_after_start(
+    tmp_path: Path, own: int, epochs: int = 4, updates: int = 60
+) -> tuple[subprocess.Popen[str], list[subprocess.Popen[str]]]:
+    (tmp_path / "p.yaml").write_text(PIPELINE.format(own=own, epochs=epochs, updates=updates))
     learner = _spawn(tmp_path, "run", "p.yaml")
     deadline = time.monotonic() + 60
     while not (tmp_path / RUN / "stages/train/policy/latest.safetensors").exists() and time.monotonic() < deadline:
@@ -61,7 +63,7 @@ def _followers_after_start(tmp_path: Path, own: int) -> tuple[subprocess.Popen[s
 
 
 def test_two_followers_fill_the_fifo_until_the_learner_finishes(tmp_path: Path) -> None:
-    learner, followers = _followers_after_start(tmp_path, own=20)
+    learner, followers = _followers_after_start(tmp_path, own=20, epochs=5, updates=400)  # outlasts their start-up
     out, err = learner.communicate(timeout=300)
     assert learner.returncode == 0, out + err
     for f in followers:
