@@ -372,6 +372,8 @@ class Learner:
             train_seconds=round(st.wall_time, 2),
             updates_per_s=round(st.step / st.wall_time, 2) if st.wall_time > 0 else None,
         )
+        if st.online:
+            out.update(env_steps=st.online["env_steps"], online_episodes=st.online["episodes"])
         return out
 
 

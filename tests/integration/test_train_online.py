@@ -59,7 +59,7 @@ def online_segments(store: TrajectoryStore) -> list[tuple[int, int]]:
 def test_online_from_scratch_collects_every_epoch_and_trains_on_it(tmp_path: Path) -> None:
     store = store_for(tmp_path / "s.zarr")
     metrics = Learner(config(), store, tmp_path / "out", seed=0, hooks=LearnerHooks(run_name="t")).run()
-    assert metrics["epochs"] == 3 and metrics["steps"] == 6
+    assert metrics["epochs"] == 3 and metrics["steps"] == 6 and metrics["env_steps"] == 120
     assert sorted({e for e, _ in online_segments(store)}) == [0, 1, 2]
     rows = [json.loads(line) for line in (tmp_path / "out/metrics.jsonl").read_text().splitlines()]
     online = [r for r in rows if "online/env_steps" in r]
