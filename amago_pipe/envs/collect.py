@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,6 +34,7 @@ from amago_pipe.registry import import_path
 from amago_pipe.spec import DataSpec
 from amago_pipe.store import Episode, TrajectoryStore
 from amago_pipe.store.leftovers import discard_if_unused
+from amago_pipe.store.tools import written_by
 
 REPORT_VERSION = 1
 STAGE_ATTR = "collect_stage"
@@ -172,17 +172,8 @@ def _collect_to_store(
 
 
 def written_fingerprint(store: TrajectoryStore, partition: str, tag: str) -> str:
-    """Hash of the sealed segments `tag` wrote in `partition` ('missing' when none): segments are immutable,
-    so their ids name the data, and other writers' appends to the partition do not change it."""
-    if partition not in store.partitions():
-        return "missing"
-    own = [s for s in store.segments(partition) if s.attrs.get(STAGE_ATTR) == tag]
-    if not own:
-        return "missing"
-    digest = hashlib.sha256(json.dumps(store.spec.to_json(), sort_keys=True).encode())
-    for s in own:
-        digest.update(f"{s.id}:{s.rows}\n".encode())
-    return digest.hexdigest()[:20]
+    """Hash of the sealed segments the collect `tag` wrote in `partition` ('missing' when none)."""
+    return written_by(store, partition, STAGE_ATTR, tag)
 
 
 def _collect_to_minari(

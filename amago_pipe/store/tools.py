@@ -1,10 +1,13 @@
-"""Store maintenance behind `amago-pipe store ...`: describe (inspect), histograms, copy between stores.
+"""Store maintenance behind `amago-pipe store ...`: describe (inspect), histograms, copy between stores; the
+fingerprint of the segments one writer wrote.
 
 `verify_store` lives in verify.py. numpy + zarr only; must not import torch or click.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -127,3 +130,17 @@ def _copy_segment(src: TrajectoryStore, dst: TrajectoryStore, marker: SegmentMar
         builder.abort()
         raise
     dst.segment_sealed(sealed)
+
+
+def written_by(store: TrajectoryStore, partition: str, attr: str, value: str) -> str:
+    """Hash of the sealed segments of `partition` whose attribute `attr` is `value` ('missing' when none).
+    Segments are immutable, so their ids name the data; other writers' appends do not change the hash."""
+    if partition not in store.partitions():
+        return "missing"
+    own = [s for s in store.segments(partition) if s.attrs.get(attr) == value]
+    if not own:
+        return "missing"
+    digest = hashlib.sha256(json.dumps(store.spec.to_json(), sort_keys=True).encode())
+    for s in own:
+        digest.update(f"{s.id}:{s.rows}\n".encode())
+    return digest.hexdigest()[:20]

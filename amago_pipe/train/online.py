@@ -27,6 +27,7 @@ from amago_pipe.envs.stepper import Stepper
 from amago_pipe.envs.vector import make_batched_env
 from amago_pipe.errors import DataError
 from amago_pipe.store import TrajectoryStore
+from amago_pipe.store.tools import written_by
 from amago_pipe.train import checkpoint as ckpt
 
 log = logging.getLogger("amago_pipe.train")
@@ -105,12 +106,7 @@ def wait_for_actors(
 
 def collected_fingerprint(store: TrajectoryStore, partition: str, tag: str) -> str:
     """Hash of the sealed segments run `tag` collected in `partition` ('missing' when none)."""
-    import hashlib
-
-    if partition not in store.partitions():
-        return "missing"
-    ids = [f"{s.id}:{s.rows}" for s in store.segments(partition) if s.attrs.get(RUN_ATTR) == tag]
-    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:20] if ids else "missing"
+    return written_by(store, partition, RUN_ATTR, tag)
 
 
 class OnlineCollector:
