@@ -76,3 +76,16 @@ def hash_tree(root: Path, exclude: Iterable[str] = (), *, sampled: bool = False)
     if not root.exists():
         return ""
     return hash_paths(root, files_under(root, exclude), sampled=sampled)
+
+
+def source_hash(obj: Any) -> str | None:
+    """Short sha256 of the source file defining `obj` (a user's function or class), so editing it changes the
+    hash; None when it has no readable source file (builtins, C extensions)."""
+    import inspect
+
+    try:
+        source = inspect.getsourcefile(obj)
+        data = Path(source).read_bytes() if source else None
+    except (TypeError, OSError):
+        return None
+    return None if data is None else hashlib.sha256(data).hexdigest()[:16]

@@ -17,13 +17,10 @@ from amago_pipe.progress import progress_bar
 
 def build_config(data: dict[str, Any]) -> Any:
     """Strictly build a CollectStageConfig from plain data (ConfigError lists every problem)."""
-    from amago_pipe.config.build import Problems, build
+    from amago_pipe.config.build import build_strict
     from amago_pipe.config.collect import CollectStageConfig
 
-    problems = Problems()
-    cfg = build(CollectStageConfig, {"type": "collect", **data}, problems)
-    problems.raise_if_any()
-    return cfg
+    return build_strict(CollectStageConfig, {"type": "collect", **data})
 
 
 OPTIONS = [

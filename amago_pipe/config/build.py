@@ -55,6 +55,14 @@ class Problems:
             raise ConfigError(self.lines()[0], path=self.items[0][0], problems=self.lines())
 
 
+def build_strict(cls: type, data: Any, where: str = "") -> Any:
+    """Build `cls` from plain data, raising one ConfigError that lists every problem."""
+    problems = Problems()
+    built = build(cls, data, problems, where)
+    problems.raise_if_any()
+    return built
+
+
 def join(path: str, key: str | int) -> str:
     """The key path `path.key` (just `key` at the top)."""
     return f"{path}.{key}" if path else str(key)

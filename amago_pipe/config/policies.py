@@ -287,11 +287,9 @@ def exploration_from_text(text: str) -> dict[str, Any]:
 
 def policy_config(policy: str | dict[str, Any], *, where: str = "policy") -> PolicyConfig:
     """A PolicyConfig built strictly from config data or the short text form (ConfigError lists every problem)."""
-    from amago_pipe.config.build import Problems, build
+    from amago_pipe.config.build import build_strict
 
     data = policy_from_text(policy) if isinstance(policy, str) else policy
-    problems = Problems()
-    built = build(PolicyConfig, data, problems, where)
-    problems.raise_if_any()
+    built = build_strict(PolicyConfig, data, where)
     assert isinstance(built, PolicyConfig)
     return built

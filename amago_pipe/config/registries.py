@@ -25,6 +25,10 @@ POLICIES: Registry[Any] = Registry("policy")
 """Behaviour policies for collect: random, scripted, checkpoint, builtin controllers."""
 EXPLORATION: Registry[Any] = Registry("exploration")
 """How behaviour policies explore: none, egreedy, bilevel, gaussian."""
+RELABELERS: Registry[Any] = Registry("relabel_strategy")
+"""Hindsight relabeling strategies: final, future, episode, random (single goals); none, some, all (sequences)."""
+GOAL_REWARDS: Registry[Any] = Registry("goal_reward")
+"""How relabeled rewards are recomputed: threshold, env (the env's compute_reward), function."""
 
 _BUILTIN: dict[Registry[Any], dict[str, str]] = {
     # --- stages (pipeline engine) ---
@@ -33,6 +37,7 @@ _BUILTIN: dict[Registry[Any], dict[str, str]] = {
         "collect": "amago_pipe.config.collect:CollectStageConfig",
         "train": "amago_pipe.config.train:TrainStageConfig",
         "evaluate": "amago_pipe.config.evaluate:EvaluateStageConfig",
+        "relabel": "amago_pipe.config.relabel:RelabelStageConfig",
     },
     # --- converters (converters/) ---
     CONVERTERS: {
@@ -68,6 +73,24 @@ _BUILTIN: dict[Registry[Any], dict[str, str]] = {
         "egreedy": "amago_pipe.config.policies:EpsilonGreedyConfig",
         "bilevel": "amago_pipe.config.policies:BilevelEpsilonGreedyConfig",
         "gaussian": "amago_pipe.config.policies:GaussianConfig",
+    },
+    # --- hindsight relabeling (relabel/) ---
+    RELABELERS: {
+        name: f"amago_pipe.config.relabel:{cls}"
+        for name, cls in (
+            ("final", "FinalConfig"),
+            ("future", "FutureConfig"),
+            ("episode", "EpisodeGoalsConfig"),
+            ("random", "RandomGoalsConfig"),
+            ("none", "NoRelabelConfig"),
+            ("some", "SomeGoalsConfig"),
+            ("all", "AllGoalsConfig"),
+        )
+    },
+    GOAL_REWARDS: {
+        "threshold": "amago_pipe.config.relabel:ThresholdRewardConfig",
+        "env": "amago_pipe.config.relabel:EnvRewardConfig",
+        "function": "amago_pipe.config.relabel:FunctionRewardConfig",
     },
 }
 

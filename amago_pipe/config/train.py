@@ -15,6 +15,7 @@ from amago_pipe.config.envs import EnvConfig
 from amago_pipe.config.nets import ActorHeadConfig, CriticHeadConfig, ModelConfig
 from amago_pipe.config.online import InitFromConfig, OnlineConfig, PartitionPhase
 from amago_pipe.config.registries import AGENTS
+from amago_pipe.config.relabel import RelabelConfig
 from amago_pipe.config.stages import StageConfig
 
 
@@ -253,6 +254,9 @@ class TrainStageConfig(StageConfig):
     """Start from the weights of another train stage (in `needs`), e.g. offline pretraining before online."""
     partition_schedule: list[PartitionPhase] = field(default_factory=list)
     """Phases of partition weights by epoch, e.g. `[{from_epoch: 10, weights: {protected: 0.25, fifo: 0.75}}]`."""
+    relabel: RelabelConfig | None = None
+    """Relabel a fraction `ratio` of the sampled windows in hindsight (goals from inside each window; the same
+    strategies as the `relabel` stage; its `seed` is unused: windows follow the sampling stream); null: none."""
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "max_seq_len", "batch_size", "epochs", "updates_per_epoch", "grad_accum")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,10 @@ import numpy as np
 from amago_pipe.actions import ActionCodec
 from amago_pipe.data.batch import Batch, window_to_batch
 from amago_pipe.errors import DataError
-from amago_pipe.store import TrajectoryStore
+from amago_pipe.store import TrajectoryStore, WindowBatch
+
+WindowHook = Callable[[WindowBatch, np.random.Generator], WindowBatch]
+"""Applied to each sampled batch of windows before it becomes tensors (e.g. sample-time relabeling)."""
 
 
 def check_partitions(store: TrajectoryStore, partitions: dict[str, float], *, where: str) -> dict[str, int]:
@@ -56,6 +59,7 @@ class BatchLoader:
         start: int = 0,
         pin_memory: bool = False,
         threaded: bool = True,
+        on_windows: WindowHook | None = None,
     ):
         self.store = store
         self.batch_size, self.seq_len = batch_size, seq_len
@@ -67,6 +71,7 @@ class BatchLoader:
         self.pin_memory = pin_memory
         self.threaded = threaded
         self.codec = ActionCodec(store.spec.action)
+        self.on_windows = on_windows
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.prefetch)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -75,6 +80,8 @@ class BatchLoader:
         """Batch number `index` of this stream (deterministic given the store content)."""
         rng = np.random.default_rng([self.seed, self.rank, index])
         window = self.store.sample(self.batch_size, self.seq_len, partitions=self.partitions, rng=rng, mode=self.mode)
+        if self.on_windows is not None:
+            window = self.on_windows(window, rng)
         batch = window_to_batch(window, self.store.spec, self.codec)
         return batch.pin_memory() if self.pin_memory else batch
 

@@ -6,8 +6,6 @@ is checked before anything is written, and a failure leaves nothing behind. No t
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,6 +28,7 @@ from amago_pipe.envs.stats import EpisodeStats, summarize
 from amago_pipe.envs.vector import make_batched_env
 from amago_pipe.envs.wrapper import BatchedEnv
 from amago_pipe.errors import ConfigError
+from amago_pipe.hashing import source_hash
 from amago_pipe.registry import import_path
 from amago_pipe.spec import DataSpec
 from amago_pipe.store import Episode, TrajectoryStore
@@ -238,10 +237,7 @@ def policy_code_hashes(cfg: CollectStageConfig, *, where: str) -> dict[str, str]
         if ":" not in target:
             continue
         obj = import_path(target, what="policy", where=f"{where}.policies.{i}.policy")
-        try:
-            source = inspect.getsourcefile(obj)
-            data = Path(source).read_bytes() if source else b""
-        except (TypeError, OSError):
-            continue
-        out[f"policy:{target}"] = hashlib.sha256(data).hexdigest()[:16]
+        digest = source_hash(obj)
+        if digest is not None:
+            out[f"policy:{target}"] = digest
     return out

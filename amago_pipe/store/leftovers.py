@@ -81,3 +81,17 @@ def _partition_metadata(key: str) -> bool:
     if parts[0] != PARTITIONS or parts[-1] != "zarr.json":
         return False
     return len(parts) == 3 or (len(parts) == 4 and parts[2] == "segments")
+
+
+def discard_partition_if_unused(files: StoreFiles, partition: str) -> bool:
+    """Remove a partition that holds only group metadata (no segment of any writer); True if removed.
+
+    For a write that created the partition and failed; a partition another writer has put a segment in stays.
+    """
+    backend = files.backend
+    prefix = f"{PARTITIONS}/{partition}"
+    keys = backend.files(prefix)
+    if not keys or any(not _partition_metadata(k) for k in keys):
+        return False
+    backend.delete(prefix)
+    return True

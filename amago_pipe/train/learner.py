@@ -22,6 +22,7 @@ from amago_pipe.config.online import PARTS
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.data.loader import BatchLoader
 from amago_pipe.errors import AmagoPipeError, DataError
+from amago_pipe.relabel.windows import window_relabeler
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train import checkpoint as ckpt
 from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, read_metrics
@@ -70,6 +71,7 @@ class Learner:
         self.collector: OnlineCollector | None = None
         self._clock = time.perf_counter()
         self._online_row: dict[str, Any] = {}
+        self._relabel = None if cfg.relabel is None else window_relabeler(cfg.relabel, store.spec, where=self.where)
 
     # ---- resume -------------------------------------------------------------------------------
     def resume(self) -> bool:
@@ -149,6 +151,7 @@ class Learner:
             prefetch=cfg.prefetch,
             start=int(self.state.sampler.get("next_index", 0)),
             pin_memory=self.rt.device.type == "cuda",
+            on_windows=self._relabel,
         )
 
     def _has_data(self, epoch: int) -> bool:

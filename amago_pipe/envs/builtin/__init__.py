@@ -14,6 +14,7 @@ BUILTIN_ENVS: dict[str, str] = {
     f"{NAMESPACE}/TMaze-v0": "amago_pipe.envs.builtin.tmaze:TMaze",
     f"{NAMESPACE}/DarkKeyDoor-v0": "amago_pipe.envs.builtin.key_door:make_dark_key_door",
     f"{NAMESPACE}/DelayedRecall-v0": "amago_pipe.envs.builtin.recall:DelayedRecall",
+    f"{NAMESPACE}/GoalMaze-v0": "amago_pipe.envs.builtin.goal_maze:GoalMaze",
 }
 """gymnasium id -> entry point. Each env ends its own episodes (no registered TimeLimit: limits depend on
 kwargs); `max_episode_steps` in an EnvConfig still adds one."""
