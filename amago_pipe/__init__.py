@@ -4,3 +4,12 @@ Importing the package is cheap: it imports no torch; subpackages load on demand.
 """
 
 __version__ = "0.2.0"
+
+
+def __getattr__(name: str) -> object:
+    """`amago_pipe.Policy` (an exported policy), imported on first use."""
+    if name == "Policy":
+        from amago_pipe.export.policy import Policy
+
+        return Policy
+    raise AttributeError(f"module 'amago_pipe' has no attribute '{name}'")

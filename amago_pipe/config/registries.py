@@ -38,6 +38,7 @@ _BUILTIN: dict[Registry[Any], dict[str, str]] = {
         "train": "amago_pipe.config.train:TrainStageConfig",
         "evaluate": "amago_pipe.config.evaluate:EvaluateStageConfig",
         "relabel": "amago_pipe.config.relabel:RelabelStageConfig",
+        "export": "amago_pipe.config.export:ExportStageConfig",
     },
     # --- converters (converters/) ---
     CONVERTERS: {

@@ -104,8 +104,8 @@ class CausalSelfAttention(nn.Module):
         if slots is None:
             raise RuntimeError("attention plan with a cache but no slots (plan it with kv_cache.plan_cached)")
         if plan.single_step:  # write first, then attend over the ring (no copy of the cache)
-            write_slots(cache_k, slots, k)
-            write_slots(cache_v, slots, v)
+            cache_k = write_slots(plan, "k", layer, k)
+            cache_v = write_slots(plan, "v", layer, v)
             ring_k = cache_k[:, :, : plan.ring_len].to(q.dtype)  # (B, H, R, Dh); a no-op unless under autocast
             ring_v = cache_v[:, :, : plan.ring_len].to(q.dtype)
             if not q.is_cuda:  # one query: the plain product is ~3x faster than CPU sdpa with a mask
@@ -115,8 +115,8 @@ class CausalSelfAttention(nn.Module):
         values = torch.cat((cache_v[:, :, : plan.ring_len].to(v.dtype), v), dim=2)
         out = self._attend(q, keys, values, plan.mask, False, plan.window, cached=True)
         n = slots.shape[1]
-        write_slots(cache_k, slots, k[:, :, -n:])
-        write_slots(cache_v, slots, v[:, :, -n:])
+        write_slots(plan, "k", layer, k[:, :, -n:])
+        write_slots(plan, "v", layer, v[:, :, -n:])
         return out
 
     def _attend(

@@ -33,6 +33,8 @@ class AttentionPlan:
     """Leading ring slots worth reading: slots past every env's count are empty (cost grows with context)."""
     new_kv: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
     """Per-layer K/V collected by a full-sequence forward, to build the returned state."""
+    static: bool = False
+    """Static shapes and out-of-place cache writes (every ring slot read): for traced and ONNX programs."""
 
 
 def empty_cache(
@@ -62,10 +64,16 @@ def plan_full(length: int, window: int, device: torch.device) -> AttentionPlan:
     return AttentionPlan(window=window, mask=(diff >= 0) & (diff < window), is_causal=False)
 
 
-def plan_cached(cache: TrajState, length: int, window: int) -> AttentionPlan:
-    """Plan a forward that continues `cache` by `length` steps; updates `count`/`key_step` in place."""
+def plan_cached(cache: TrajState, length: int, window: int, *, static: bool = False) -> AttentionPlan:
+    """Plan a forward that continues `cache` by `length` steps; updates `count`/`key_step` in place.
+
+    `static`: read every ring slot (empty ones masked) instead of only the filled ones, and write K/V out of
+    place: the same result with static shapes and no host sync, for traced and exported programs."""
     count, key_step = cache["count"], cache["key_step"]  # (B,), (B, W)
-    seen = int(count.max()) if count.numel() else 0  # one host sync per call; bounds the slots read
+    if static:
+        seen = window
+    else:
+        seen = int(count.max()) if count.numel() else 0  # one host sync per call; bounds the slots read
     q_step = count[:, None] + torch.arange(length, device=count.device)  # (B, L)
     n = min(length, window)
     write_steps = q_step[:, length - n :]  # (B, n)
@@ -83,14 +91,29 @@ def plan_cached(cache: TrajState, length: int, window: int) -> AttentionPlan:
         key_step.scatter_(1, slots, write_steps)
     count.add_(length)
     return AttentionPlan(
-        window=window, mask=mask, is_causal=False, cache=cache, single_step=length == 1, slots=slots, ring_len=ring_len
+        window=window,
+        mask=mask,
+        is_causal=False,
+        cache=cache,
+        single_step=length == 1,
+        slots=slots,
+        ring_len=ring_len,
+        static=static,
     )
 
 
-def write_slots(ring: torch.Tensor, slots: torch.Tensor, new: torch.Tensor) -> None:
-    """Write `new (B, H, n, Dh)` into `ring (B, H, W, Dh)` at `slots (B, n)`, in place."""
-    rows = torch.arange(ring.shape[0], device=ring.device)[:, None]  # (B, 1)
-    ring[rows, :, slots] = new.permute(0, 2, 1, 3).to(ring.dtype)  # indexed view is (B, n, H, Dh)
+def write_slots(plan: AttentionPlan, name: str, layer: int, new: torch.Tensor) -> torch.Tensor:
+    """Write `new (B, H, n, Dh)` into the ring `plan.cache[name][layer] (B, H, W, Dh)` at `plan.slots (B, n)`;
+    returns the ring. In place, or (static plans) into a new cache tensor, which ONNX programs need."""
+    full = plan.cache[name]  # type: ignore[index]
+    ring = full[layer]
+    index = plan.slots[:, None, :, None].expand(-1, ring.shape[1], -1, ring.shape[3])  # type: ignore[index]
+    if not plan.static:
+        ring.scatter_(2, index, new.to(ring.dtype))
+        return ring
+    ring = ring.scatter(2, index, new.to(ring.dtype))
+    plan.cache[name] = torch.cat((full[:layer], ring[None], full[layer + 1 :]))  # type: ignore[index]
+    return ring
 
 
 def cache_from_full(plan: AttentionPlan, length: int, window: int) -> TrajState:

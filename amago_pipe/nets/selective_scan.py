@@ -46,23 +46,37 @@ def _states(decay: torch.Tensor, drive: torch.Tensor, h: torch.Tensor) -> torch.
     return out
 
 
+def _scan(
+    u: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    Bm: torch.Tensor,
+    C: torch.Tensor,
+    h0: torch.Tensor,
+    chunk: int,
+) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    """The recurrence, time-major: outputs `(L, B, Di)`, the last state and the first state of each chunk."""
+    starts, ys = [], []
+    h = h0
+    for s in range(0, u.shape[0], chunk):
+        part = slice(s, s + chunk)
+        starts.append(h)
+        hs = _states(*_discretize(u[part], delta[part], A, Bm[part]), h)  # (T, B, Di, N)
+        ys.append(torch.matmul(hs, C[part, :, :, None])[..., 0])  # (T, B, Di)
+        h = hs[-1]
+    return torch.cat(ys, dim=0), h.clone(), starts
+
+
 class _SelectiveScan(torch.autograd.Function):
     """The recurrence with a hand-written backward (a reverse scan); states are recomputed per chunk in
     backward from the chunk's first state, so memory never holds all `(L, B, Di, N)` states."""
 
     @staticmethod
     def forward(ctx: Any, u: Any, delta: Any, A: Any, Bm: Any, C: Any, h0: Any, chunk: int) -> Any:
-        starts, ys = [], []
-        h = h0
-        for s in range(0, u.shape[0], chunk):
-            part = slice(s, s + chunk)
-            starts.append(h)
-            hs = _states(*_discretize(u[part], delta[part], A, Bm[part]), h)  # (T, B, Di, N)
-            ys.append(torch.matmul(hs, C[part, :, :, None])[..., 0])  # (T, B, Di)
-            h = hs[-1]
+        y, h, starts = _scan(u, delta, A, Bm, C, h0, chunk)
         ctx.save_for_backward(u, delta, A, Bm, C, torch.stack(starts))
         ctx.chunk = chunk
-        return torch.cat(ys, dim=0), h.clone()
+        return y, h
 
     @staticmethod
     def backward(ctx: Any, dy: Any, dh_last: Any) -> Any:
@@ -110,7 +124,10 @@ def selective_scan_torch(
     A = A.float()
     h = h0.float() if h0 is not None else u.new_zeros(batch, d_inner, A.shape[1], dtype=torch.float32)
     u_t, delta_t, B_t, C_t = (x.float().transpose(0, 1).contiguous() for x in (u, delta, Bm, C))  # (L, B, ...)
-    y, h_last = _SelectiveScan.apply(u_t, delta_t, A, B_t, C_t, h, chunk)
+    if torch.is_grad_enabled():
+        y, h_last = _SelectiveScan.apply(u_t, delta_t, A, B_t, C_t, h, chunk)
+    else:  # inference: plain ops, which traced and exported programs can hold
+        y, h_last, _ = _scan(u_t, delta_t, A, B_t, C_t, h, chunk)
     y = y.transpose(0, 1) + u.float() * D.float()  # (B, L, Di)
     return y.to(dtype), h_last
 

@@ -71,6 +71,8 @@ class TransformerTrajEncoder(TrajEncoder):
         self.emb_drop = nn.Dropout(cfg.dropout_emb)
         self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
         self.out_norm = norm_layer(cfg.norm, cfg.d_model)
+        self.static_cache = False
+        """Static shapes and out-of-place KV-cache writes: set by exports of stepwise programs (see `kv_cache`)."""
 
     def forward(
         self, seq: torch.Tensor, time: torch.Tensor, state: TrajState | None = None
@@ -81,7 +83,10 @@ class TransformerTrajEncoder(TrajEncoder):
         if self.time_emb is not None:
             x = x + self.time_emb(time).to(x.dtype)
         x = self.emb_drop(x)
-        plan = plan_full(length, self.window, seq.device) if state is None else plan_cached(state, length, self.window)
+        if state is None:
+            plan = plan_full(length, self.window, seq.device)
+        else:
+            plan = plan_cached(state, length, self.window, static=self.static_cache)
         if self.rotary is not None:
             plan.rope = self.rotary.angles(time)
         for layer, block in enumerate(self.blocks):

@@ -105,10 +105,10 @@ class RelabelReport:
         upto = result.done_at + 1 if result.done_at >= 0 and relabeler.settings.terminate_on_success else ep.length
         self.reward_mismatch_steps += int(np.sum(~np.isclose(stored[:upto], result.rewards[:upto], atol=1e-5)))
 
-    def _output(self, ep: Episode) -> None:
+    def _output(self, ep: Episode, reached: bool) -> None:
         self.episodes_out += 1
         self.timesteps_out += ep.length
-        self.reached_out += bool(ep.meta.get("relabel", {}).get("reached", False))
+        self.reached_out += reached
         _accumulate(self._rewards_out, ep.rewards)
 
 
@@ -143,5 +143,6 @@ def relabel_stream(
             continue
         report.episodes_relabeled += 1
         for out in relabeler.relabel(ep, rng, name=name, pool=pool):
-            report._output(ep if out is ep else out)
+            reached = relabeler.reached(out, name=name) if out is ep else bool(out.meta["relabel"]["reached"])
+            report._output(out, reached)
             yield out

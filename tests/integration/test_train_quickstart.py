@@ -20,6 +20,7 @@ TINY = [
     "stages.train.model.traj_encoder.n_layers=1",
     "stages.evaluate.episodes=3",
     "stages.evaluate.env.n_envs=3",
+    "stages.export.verify_steps=40",
 ]
 
 
@@ -28,7 +29,7 @@ def test_quickstart_smoke_runs_then_skips(tmp_path: Path, amago: Any, monkeypatc
     overrides = [arg for item in TINY for arg in ("--set", item)]
     first = amago("run", str(REPO / "pipelines" / "quickstart.yaml"), *overrides, check=True, timeout=300)
     lock = json.loads((tmp_path / "runs/quickstart/pipeline.lock.json").read_text())["stages"]
-    assert list(lock) == ["collect", "convert", "train", "evaluate"]
+    assert list(lock) == ["collect", "convert", "train", "evaluate", "export"]
     assert all(r["status"] == "done" for r in lock.values()), first.stdout
     stages = tmp_path / "runs/quickstart/stages"
     report = json.loads((stages / "evaluate/report.json").read_text())
@@ -38,8 +39,10 @@ def test_quickstart_smoke_runs_then_skips(tmp_path: Path, amago: Any, monkeypatc
     assert "| mean return |" in (stages / "evaluate/summary.md").read_text()
     assert (stages / "evaluate/returns.png").stat().st_size > 1000
     assert (stages / "train/plots/losses.png").exists() and (stages / "train/policy/epoch_0002.safetensors").exists()
+    manifest = json.loads((stages / "export/artifact/manifest.json").read_text())
+    assert manifest["evaluation"]["episodes"] == 3 and manifest["policy"]["epoch"] == 2
     second = amago("run", str(REPO / "pipelines" / "quickstart.yaml"), *overrides, check=True, timeout=300)
-    assert second.stdout.count("unchanged") == 4, second.stdout
+    assert second.stdout.count("unchanged") == 5, second.stdout
 
 
 def test_collect_with_a_trained_checkpoint(tmp_path: Path, amago: Any) -> None:
