@@ -22,8 +22,8 @@ def _which(value: str) -> str | int:
 )
 @click.option("--stage", help="Train stage to export (default: the run's one train stage).")
 @click.option("--checkpoint", default="latest", show_default=True, help="latest, best or an epoch number.")
-@click.option("--form", "forms", multiple=True, type=click.Choice(["torchscript", "onnx"]),
-              help="Portable programs to write (default: torchscript, plus onnx when installed).")  # fmt: skip
+@click.option("--form", "forms", multiple=True, type=click.Choice(["torchscript", "torch_export", "onnx"]),
+              help="Portable programs to write (default: torchscript and torch_export, plus onnx when installed).")  # fmt: skip
 @click.option("--store", help="Store to read verification episodes from (default: the stage's).")
 @click.option("--verify-episodes", default=4, show_default=True, help="Recorded episodes replayed through every form.")
 @click.option("--tolerance", default=1e-3, show_default=True, help="Largest relative action difference allowed.")

@@ -23,8 +23,8 @@ class ExportStageConfig(StageConfig):
     """The train stage to export; null picks the one train stage upstream (directly or behind an evaluate stage)."""
     checkpoint: Literal["latest", "best"] | int = "latest"
     """Which policy of the train stage: `latest`, `best` (needs validation during training) or an epoch number."""
-    forms: list[Literal["torchscript", "onnx"]] | None = None
-    """Portable programs to write; null: TorchScript, and ONNX when the `onnx` extra is installed."""
+    forms: list[Literal["torchscript", "torch_export", "onnx"]] | None = None
+    """Portable programs to write; null: TorchScript and torch.export, and ONNX when the `onnx` extra is installed."""
     verify_episodes: int = 4
     """Recorded episodes (the longest of the train stage's partitions) replayed through every form."""
     verify_steps: int | None = None

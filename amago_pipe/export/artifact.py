@@ -3,6 +3,7 @@
     manifest.json        format, versions, DataSpec, network config, state contract, source, scores, checksums
     weights.safetensors  policy weights (model + actor) with their metadata: also a valid amago-pipe policy file
     policy.pt            TorchScript step program (runs with plain torch)
+    policy.pt2           torch.export step program (plain torch: torch.export.load(...).module())
     policy.onnx          ONNX step program (when the `onnx` extra is installed; runs with onnxruntime)
     README.md            model card
 
@@ -23,9 +24,10 @@ FORMAT = 1
 MANIFEST = "manifest.json"
 WEIGHTS = "weights.safetensors"
 TORCHSCRIPT = "policy.pt"
+TORCH_EXPORT = "policy.pt2"
 ONNX = "policy.onnx"
 CARD = "README.md"
-FORM_FILES = {"torchscript": TORCHSCRIPT, "onnx": ONNX}
+FORM_FILES = {"torchscript": TORCHSCRIPT, "torch_export": TORCH_EXPORT, "onnx": ONNX}
 """Portable program forms and their files."""
 
 

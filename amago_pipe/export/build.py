@@ -26,7 +26,7 @@ from amago_pipe.export.replay import StepFn, action_error, build_replay, replay_
 from amago_pipe.store import Episode
 from amago_pipe.train.policy_loading import read_meta
 
-FORMS = ("torchscript", "onnx")
+FORMS = ("torchscript", "torch_export", "onnx")
 
 
 class ExportVerificationError(DataError):
@@ -44,9 +44,10 @@ def onnx_available() -> bool:
 
 
 def resolve_forms(forms: Sequence[str] | None, *, where: str) -> list[str]:
-    """The program forms to write: `None` means TorchScript, plus ONNX when the `onnx` extra is installed."""
+    """The program forms to write: `None` means TorchScript and torch.export, plus ONNX when the `onnx` extra is
+    installed."""
     if forms is None:
-        return ["torchscript", *(["onnx"] if onnx_available() else [])]
+        return ["torchscript", "torch_export", *(["onnx"] if onnx_available() else [])]
     unknown = [f for f in forms if f not in FORMS]
     if unknown:
         raise ConfigError(f"{where}: unknown form '{unknown[0]}'; expected {' or '.join(FORMS)}", path=where)
@@ -183,6 +184,13 @@ def _write_form(form: str, program: StepProgram, state: list[dict[str, Any]], pa
         if form == "torchscript":
             torch.jit.save(torch.jit.trace(program, example, check_trace=False), str(path))
             return
+        if form == "torch_export":
+            n = torch.export.Dim("N", min=1)
+            shapes = [{0: n} for _ in range(len(program.obs_keys) + 3)] + [{s["batch_axis"]: n} for s in state]
+            torch.export.save(
+                torch.export.export(program, example, dynamic_shapes=(tuple(shapes),), strict=False), path
+            )
+            return
         names_in, names_out = program.input_names(), program.output_names()
         n_fixed = len(program.obs_keys) + 3
         dynamic: dict[str, dict[int, str]] = {name: {0: "N"} for name in names_in[:n_fixed]}
@@ -198,14 +206,14 @@ def _write_form(form: str, program: StepProgram, state: list[dict[str, Any]], pa
 
 def _load_form(form: str, path: Path, input_names: list[str]) -> StepFn:
     """A numpy step function running the written program file (positional inputs named `input_names`)."""
-    if form == "torchscript":
-        module = torch.jit.load(str(path))
+    if form in ("torchscript", "torch_export"):
+        module = torch.jit.load(str(path)) if form == "torchscript" else torch.export.load(path).module()
 
-        def step_torchscript(*args: np.ndarray) -> list[np.ndarray]:
+        def step_torch(*args: np.ndarray) -> list[np.ndarray]:
             with torch.no_grad():
                 return [o.numpy() for o in module(*(torch.as_tensor(np.asarray(a)) for a in args))]
 
-        return step_torchscript
+        return step_torch
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])

@@ -90,11 +90,12 @@ def test_round_trip(tmp_path: Path, encoder: str, kind: str) -> None:
 
     agent = agent_from_weights(source, read_meta(source))
     warmup = play(Policy(agent, {"policy": read_meta(source)}), env_id, 3)  # episodes longer than max_seq_len
-    manifest = export_policy(source, tmp_path / "out", episodes=warmup, forms=["torchscript", "onnx"], tolerance=1e-3)
+    forms = ["torchscript", "torch_export", "onnx"]
+    manifest = export_policy(source, tmp_path / "out", episodes=warmup, forms=forms, tolerance=1e-3)
     check = manifest["verification"]
     assert check["past_max_seq_len"] and check["steps"] > MAX_SEQ_LEN
-    assert set(check["max_error"]) == {"weights", "torchscript", "onnx"} and max(check["max_error"].values()) <= 1e-3
-    assert sorted(manifest["files"]) == ["README.md", "policy.onnx", "policy.pt", "weights.safetensors"]
+    assert set(check["max_error"]) == {"weights", *forms} and max(check["max_error"].values()) <= 1e-3
+    assert sorted(manifest["files"]) == ["README.md", "policy.onnx", "policy.pt", "policy.pt2", "weights.safetensors"]
 
     policy = Policy.load(tmp_path / "out")
     episodes = play(policy, env_id, 2, seed=10)
@@ -120,22 +121,28 @@ inputs = [i["name"] for i in manifest["program"]["inputs"]]
 data = np.load(folder + "/../steps.npz")
 T = data["time"].shape[0]
 module = torch.jit.load(folder + "/policy.pt")
+exported = torch.export.load(folder + "/policy.pt2").module()
 session = ort.InferenceSession(folder + "/policy.onnx")
 used = {i.name for i in session.get_inputs()}
 state_pt = [torch.as_tensor(data[f"init_{i}"]) for i in range(len(manifest["program"]["state"]))]
 state_ox = [s.numpy() for s in state_pt]
-acts_pt, acts_ox = [], []
+state_ex = list(state_pt)
+acts_pt, acts_ox, acts_ex = [], [], []
 init = [data[f"init_{i}"] for i in range(len(manifest["program"]["state"]))]
 for t in range(T):
     if t > 0 and data["time"][t][0] == 0:  # a new episode: memory back to its initial value (one env here)
         state_pt, state_ox = [torch.as_tensor(s) for s in init], [s.copy() for s in init]
+        state_ex = [torch.as_tensor(s) for s in init]
     step = [data["obs"][t], data["prev_action"][t], data["prev_reward"][t], data["time"][t]]
     out = module(*[torch.as_tensor(a) for a in step], *state_pt)
     acts_pt.append(out[0].numpy()); state_pt = list(out[1:])
+    out = exported(*[torch.as_tensor(a) for a in step], *state_ex)
+    acts_ex.append(out[0].numpy()); state_ex = list(out[1:])
     feed = {n: np.asarray(a) for n, a in zip(inputs, step + state_ox) if n in used}
     out = session.run(None, feed)
     acts_ox.append(out[0]); state_ox = out[1:]
-np.savez(folder + "/../portable.npz", torchscript=np.stack(acts_pt), onnx=np.stack(acts_ox))
+np.savez(folder + "/../portable.npz", torchscript=np.stack(acts_pt), torch_export=np.stack(acts_ex),
+         onnx=np.stack(acts_ox))
 """
 
 
@@ -146,7 +153,8 @@ def test_programs_run_without_amago_pipe_past_max_seq_len(tmp_path: Path) -> Non
 
     agent = agent_from_weights(source, read_meta(source))
     episodes = play(Policy(agent, {"policy": read_meta(source)}), "Pendulum-v1", 1)
-    export_policy(source, tmp_path / "out", episodes=episodes, forms=["torchscript", "onnx"], tolerance=1e-3)
+    forms = ["torchscript", "torch_export", "onnx"]
+    export_policy(source, tmp_path / "out", episodes=episodes, forms=forms, tolerance=1e-3)
     replay = build_replay(episodes, 5 * MAX_SEQ_LEN)  # one env, 40 steps through a context of 8
     expected = replay_agent(agent, replay)
     init = agent.model.init_state(1, "cpu")
@@ -161,7 +169,7 @@ def test_programs_run_without_amago_pipe_past_max_seq_len(tmp_path: Path) -> Non
                           text=True, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     got = np.load(tmp_path / "portable.npz")
-    for form in ("torchscript", "onnx"):
+    for form in forms:
         np.testing.assert_allclose(got[form], expected, rtol=1e-4, atol=1e-4)
 
 
