@@ -3,7 +3,7 @@ control (the same episodes copied with their original goals: same data, same par
 
     python benchmarks/bench_relabel.py --seeds 0 1 2 --jobs 2 --plot benchmarks/plots/goal-maze-relabel.png
 
-Tasks: `maze` (GoalMaze 9x9, four rooms, one goal; `future` k=4) and `maze-seq` (GoalMaze 7x7, four rooms, a
+Tasks: `maze` (GoalMaze 9x9, four rooms, one goal; `future` k=8) and `maze-seq` (GoalMaze 7x7, four rooms, a
 sequence of 2 goals; `all`). Each (task, strategy, seed) runs the whole pipeline in `runs/relabel/<...>/` with its
 own store, one torch thread (OMP_NUM_THREADS=1). Prints a Markdown table of evaluation success rates (100
 episodes each) and the ratio of means; `--plot` draws them.
@@ -24,7 +24,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 PIPELINE = REPO / "pipelines" / "goal-maze-relabel.yaml"
 TASKS: dict[str, dict[str, Any]] = {
-    "maze": {"kwargs": "{size: 9}", "strategy": "{type: future, k: 4}"},
+    "maze": {"kwargs": "{size: 9}", "strategy": "{type: future, k: 8}"},
     "maze-seq": {"kwargs": "{size: 7, n_goals: 2}", "strategy": "{type: all}"},
 }
 

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 
 from amago_pipe import __version__
+from amago_pipe.agents.loading import agent_from_weights
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.export.artifact import CARD, FORM_FILES, FORMAT, WEIGHTS, write_manifest
 from amago_pipe.export.card import model_card
-from amago_pipe.export.policy import agent_from_weights
 from amago_pipe.export.program import StepProgram, state_contract
 from amago_pipe.export.replay import StepFn, action_error, build_replay, replay_agent, replay_program
 from amago_pipe.store import Episode

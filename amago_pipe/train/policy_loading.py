@@ -14,15 +14,12 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from amago_pipe.agents.agent import Agent
+from amago_pipe.agents.loading import agent_from_weights
 from amago_pipe.agents.policy import AgentPolicy
-from amago_pipe.config.build import Problems, build
-from amago_pipe.config.nets import ModelConfig
 from amago_pipe.config.policies import CheckpointPolicyConfig
-from amago_pipe.config.train import AgentConfig
 from amago_pipe.errors import ConfigError, DataError, StoreFormatError
 from amago_pipe.spec import DataSpec
-from amago_pipe.train.checkpoint import CHECKPOINT_FORMAT, check_shapes
-from amago_pipe.train.runtime import build_agent
+from amago_pipe.train.checkpoint import CHECKPOINT_FORMAT
 
 Which = str | int
 """`latest`, `best`, or an epoch number."""
@@ -62,21 +59,8 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 def load_agent(path: Path, *, device: str | torch.device = "cpu") -> tuple[Agent, dict[str, Any]]:
     """Rebuild the agent described by a policy file and load its policy weights (eval mode)."""
-    from safetensors.torch import load_file
-
     meta = read_meta(path)
-    spec = DataSpec.from_json(meta["spec"])
-    problems = Problems()
-    model_cfg = build(ModelConfig, meta["model"], problems, "model")
-    agent_cfg = build(AgentConfig, meta["agent"], problems, "agent")
-    if problems.items:
-        raise StoreFormatError(f"{path}: its model/agent config no longer validates: {'; '.join(problems.lines())}")
-    agent = build_agent(agent_cfg, model_cfg, spec, max_seq_len=int(meta["max_seq_len"]))
-    weights = load_file(str(path))
-    expected = agent.policy_state_dict()
-    check_shapes(expected, weights, where=str(path))
-    agent.load_state_dict(weights, strict=False)
-    return agent.to(device).eval(), meta
+    return agent_from_weights(path, meta, device=device), meta
 
 
 def load_policy(path: Path, *, greedy: bool = True, device: str | torch.device = "cpu", seed: int = 0) -> AgentPolicy:

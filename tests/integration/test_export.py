@@ -85,7 +85,7 @@ def play(policy: Policy, env_id: str, episodes: int, seed: int = 0) -> list[Epis
 def test_round_trip(tmp_path: Path, encoder: str, kind: str) -> None:
     env_id = ENVS[kind]
     source = policy_file(tmp_path, encoder, env_id)
-    from amago_pipe.export.policy import agent_from_weights
+    from amago_pipe.agents.loading import agent_from_weights
     from amago_pipe.train.policy_loading import read_meta
 
     agent = agent_from_weights(source, read_meta(source))
@@ -148,7 +148,7 @@ np.savez(folder + "/../portable.npz", torchscript=np.stack(acts_pt), torch_expor
 
 def test_programs_run_without_amago_pipe_past_max_seq_len(tmp_path: Path) -> None:
     source = policy_file(tmp_path, "transformer", "Pendulum-v1", seed=3)
-    from amago_pipe.export.policy import agent_from_weights
+    from amago_pipe.agents.loading import agent_from_weights
     from amago_pipe.train.policy_loading import read_meta
 
     agent = agent_from_weights(source, read_meta(source))
@@ -175,7 +175,7 @@ def test_programs_run_without_amago_pipe_past_max_seq_len(tmp_path: Path) -> Non
 
 def test_tampered_artifacts_are_refused(tmp_path: Path, amago: Any) -> None:
     source = policy_file(tmp_path, "gru", "CartPole-v1")
-    from amago_pipe.export.policy import agent_from_weights
+    from amago_pipe.agents.loading import agent_from_weights
     from amago_pipe.train.policy_loading import read_meta
 
     agent = agent_from_weights(source, read_meta(source))

@@ -1,0 +1,40 @@
+"""Rebuild an agent from a policy file's metadata and weights (the weights `policy_state_dict` holds).
+
+Pure torch + config; no store, YAML or training code, so exported policies load with the network code alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+
+from amago_pipe.agents.agent import Agent
+from amago_pipe.config.build import Problems, build
+from amago_pipe.config.nets import ModelConfig
+from amago_pipe.config.train import AgentConfig
+from amago_pipe.errors import StoreFormatError
+from amago_pipe.spec import DataSpec
+
+
+def agent_from_weights(path: Path, meta: dict[str, Any], *, device: str | torch.device = "cpu") -> Agent:
+    """The agent described by policy metadata (`spec`, `model`, `agent`, `max_seq_len`) with the policy weights of
+    the safetensors file `path` (model and actor), in evaluation mode."""
+    spec = DataSpec.from_json(meta["spec"])
+    problems = Problems()
+    model_cfg = build(ModelConfig, meta["model"], problems, "model")
+    agent_cfg = build(AgentConfig, meta["agent"], problems, "agent")
+    if problems.items:
+        raise StoreFormatError(f"{path}: its model/agent config does not validate: {'; '.join(problems.lines())}")
+    agent: Agent = agent_cfg.implementation()(spec, model_cfg, agent_cfg, max_seq_len=int(meta["max_seq_len"]))
+    weights = load_file(str(path))
+    expected = agent.policy_state_dict()
+    wrong = [k for k, v in expected.items() if k not in weights or tuple(weights[k].shape) != tuple(v.shape)]
+    if wrong:
+        raise StoreFormatError(
+            f"{path}: weights do not fit the network its metadata describes (first: '{wrong[0]}'); re-export it"
+        )
+    agent.load_state_dict(weights, strict=False)
+    return agent.to(device).eval()
