@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -29,11 +29,13 @@ from amago_pipe.agents.losses import (
 from amago_pipe.agents.popart import PopArt
 from amago_pipe.config.nets import ModelConfig
 from amago_pipe.config.train import AgentConfig
-from amago_pipe.data.batch import Batch
 from amago_pipe.errors import DataError
 from amago_pipe.nets.build import build_actor_head, build_critic_head, build_sequence_model
 from amago_pipe.nets.heads import action_features, enumerate_actions
 from amago_pipe.spec import ActionSpec, DataSpec, describe_action
+
+if TYPE_CHECKING:  # annotation only: acting with a policy needs no data loading
+    from amago_pipe.data.batch import Batch
 
 SUPPORTED_ACTIONS = ("discrete", "continuous", "multibinary", "multidiscrete")
 EXACT_MAX_ACTIONS = 32

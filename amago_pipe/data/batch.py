@@ -8,14 +8,16 @@ agents or envs.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from amago_pipe.actions import ActionCodec
 from amago_pipe.spec import DataSpec
-from amago_pipe.store.info import WindowBatch
+
+if TYPE_CHECKING:  # annotation only: acting with a policy (amago_pipe.Policy) needs no store
+    from amago_pipe.store.info import WindowBatch
 
 
 @dataclass

@@ -4,6 +4,7 @@ ONNX; stepping past max_seq_len; running the programs where amago-pipe cannot be
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -216,6 +217,9 @@ def test_tampered_artifacts_are_refused(tmp_path: Path, amago: Any) -> None:
     assert proc.returncode == 3 and "does not match the exported policy's data spec" in proc.stderr + proc.stdout
     proc = amago("play", str(tmp_path / "good"), "--env", "CartPole-v1", "--episodes", "2", check=True)
     assert "mean return" in proc.stdout
+    if importlib.util.find_spec("imageio") is None:  # a video needs the optional imageio: said before playing
+        proc = amago("play", str(tmp_path / "good"), "--env", "CartPole-v1", "--video", "v.mp4")
+        assert proc.returncode == 2 and "pip install 'imageio[ffmpeg]'" in proc.stderr + proc.stdout
     assert ONNX not in json.loads((tmp_path / "good" / MANIFEST).read_text())["files"]
 
 
@@ -264,3 +268,13 @@ def test_export_stage_and_command(tmp_path: Path, amago: Any) -> None:
     bad = amago("export", "runs/ex", "--out", "x", "--stage", "evaluate")
     assert bad.returncode == 2 and "not a train stage" in bad.stderr + bad.stdout
     assert not (tmp_path / "x").exists()
+
+
+def test_policy_needs_no_store_yaml_training_or_env_code() -> None:
+    code = (
+        "import sys; from amago_pipe import Policy; "
+        "print(sorted(m for m in sys.modules if m.startswith(('amago_pipe.store', 'amago_pipe.train', "
+        "'amago_pipe.pipeline', 'amago_pipe.data', 'amago_pipe.envs', 'yaml', 'zarr', 'accelerate', 'gymnasium'))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]", proc.stdout
