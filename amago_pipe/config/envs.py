@@ -31,6 +31,10 @@ class EnvConfig:
     """Time limit per episode (truncation); null keeps the env's registered limit."""
     seed: int | None = None
     """Seed of the first reset (env i gets seed + i); null derives it from the stage seed."""
+    on_error: Literal["stop", "skip"] = "stop"
+    """An env that raises in step/reset or returns a NaN/inf reward or observation: `stop` the run naming it, or
+    `skip`: its episode ends there and is discarded (pieces already saved stay), the env restarts and the run
+    goes on (up to 10 errors per env)."""
 
     def __post_init__(self) -> None:
         if (self.id is None) == (self.factory is None):

@@ -5,15 +5,24 @@ The factory is a picklable object so `async` subprocess envs can rebuild it. Imp
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.errors import AmagoPipeError, ConfigError, DataError
 from amago_pipe.registry import import_path
+from amago_pipe.spec import flatten_obs
 
+log = logging.getLogger("amago_pipe.envs")
+
+ENV_ERROR = "amago_pipe/env_error"
+"""`info` key set on the step where an env failed under `on_error: skip` (its episode is discarded)."""
+MAX_ENV_ERRORS = 10
+"""Failures of one env tolerated under `on_error: skip` before the run stops."""
 BUILTIN_NAMESPACE = "amago_pipe"
 """Ids `amago_pipe/...` are the built-in envs of `amago_pipe.envs.builtin`, registered on first use."""
 
@@ -30,6 +39,8 @@ class EnvFactory:
     """Config path used in error messages, e.g. `stages.collect.env`."""
     index: int | None = None
     """Position in a vector env: errors raised by the env's step/reset then name it."""
+    skip_errors: bool = False
+    """`on_error: skip`: a failing step ends (and discards) the episode instead of stopping the run."""
 
     @classmethod
     def from_config(cls, cfg: EnvConfig, *, where: str = "env") -> EnvFactory:
@@ -39,11 +50,12 @@ class EnvFactory:
             kwargs=dict(cfg.kwargs or {}),
             max_episode_steps=cfg.max_episode_steps,
             where=where,
+            skip_errors=cfg.on_error == "skip",
         )
 
     def __call__(self) -> gym.Env:
         env = self._make()
-        return env if self.index is None else IndexedEnv(env, self.index, where=self.where)
+        return env if self.index is None else IndexedEnv(env, self.index, where=self.where, skip=self.skip_errors)
 
     def _make(self) -> gym.Env:
         if self.id is not None:
@@ -96,31 +108,73 @@ class EnvFactory:
 
 
 class IndexedEnv(gym.Wrapper):  # type: ignore[type-arg]
-    """Names the env's index in its vector env when its `step` or `reset` raises (sync and async modes)."""
+    """Names the env's index in its vector env when its `step` or `reset` raises (sync and async modes).
 
-    def __init__(self, env: gym.Env, index: int, *, where: str):  # type: ignore[type-arg]
+    With `skip`, a step that raises or returns a NaN/inf reward or observation ends the episode instead: the last
+    good observation is returned, truncated, with `info[ENV_ERROR]` set, so the recorder discards the episode.
+    """
+
+    def __init__(self, env: gym.Env, index: int, *, where: str, skip: bool = False):  # type: ignore[type-arg]
         super().__init__(env)
-        self.index, self.where = index, where
+        self.index, self.where, self.skip = index, where, skip
+        self.errors = 0
+        self._last_obs: Any = None
 
     def step(self, action: Any) -> Any:
         try:
-            return self.env.step(action)
+            out = self.env.step(action)
         except AmagoPipeError:
             raise
         except Exception as e:
-            raise self._failed("step", e) from e
+            if not self.skip:
+                raise self._failed("step", e) from e
+            return self._skipped(f"{type(e).__name__} in step(): {e}")
+        if self.skip and not _finite(out[0], out[1]):
+            return self._skipped("a non-finite reward or observation")
+        self._last_obs = out[0]
+        return out
 
     def reset(self, **kwargs: Any) -> Any:
-        try:
-            return self.env.reset(**kwargs)
-        except AmagoPipeError:
-            raise
-        except Exception as e:
-            raise self._failed("reset", e) from e
+        while True:
+            try:
+                out = self.env.reset(**kwargs)
+                break
+            except AmagoPipeError:
+                raise
+            except Exception as e:
+                if not self.skip:
+                    raise self._failed("reset", e) from e
+                self._count(f"{type(e).__name__} in reset(): {e}", e)
+        self._last_obs = out[0]
+        return out
+
+    def _skipped(self, what: str) -> Any:
+        self._count(what, None)
+        return self._last_obs, 0.0, False, True, {ENV_ERROR: 1.0}
+
+    def _count(self, what: str, e: Exception | None) -> None:
+        self.errors += 1
+        name = self.env.spec.id if self.env.spec is not None else type(self.env.unwrapped).__name__
+        if self.errors > MAX_ENV_ERRORS:
+            raise DataError(
+                f"{self.where}: env {self.index} ({name}) failed {self.errors} times (last: {what}); the run stopped "
+                "(fix the env, or run it alone with n_envs: 1 to debug)"
+            ) from e
+        log.warning(
+            "%s: env %d (%s): %s; its episode is discarded and the env restarts", self.where, self.index, name, what
+        )
 
     def _failed(self, call: str, e: Exception) -> DataError:
         name = self.env.spec.id if self.env.spec is not None else type(self.env.unwrapped).__name__
         return DataError(
             f"{self.where}: env {self.index} ({name}) raised {type(e).__name__} in {call}(): {e}; the run stopped "
-            "(fix the env, or run it alone with n_envs: 1 to debug)"
+            "(fix the env, set `on_error: skip` to discard its episode and go on, or run it alone with n_envs: 1 "
+            "to debug)"
         )
+
+
+def _finite(obs: Any, reward: Any) -> bool:
+    """Whether a step's reward and every float array of its (possibly nested) observation are finite."""
+    if not np.isfinite(np.asarray(reward, dtype=np.float64)).all():
+        return False
+    return all(np.isfinite(v).all() for v in flatten_obs(obs).values() if np.asarray(v).dtype.kind == "f")

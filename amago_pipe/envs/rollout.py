@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from amago_pipe.envs.factory import ENV_ERROR
 from amago_pipe.envs.protocol import RolloutPolicy
 from amago_pipe.envs.stats import EpisodeStats, summarize
 from amago_pipe.envs.wrapper import BatchedEnv, EnvStep
@@ -181,9 +182,10 @@ class Recorder:
         return out
 
     def _finish(self, i: int) -> tuple[Episode | None, EpisodeStats]:
+        """Env i's finished episode (None when not kept, or when the env failed under `on_error: skip`)."""
         s, e = int(self.start[i]), self.row
-        episode = self._episode(i, s, e) if self.keep_data else None
         info = {k: float(v[i]) for k, v in self.info.items() if not np.isnan(v[i])}
+        episode = self._episode(i, s, e) if self.keep_data and ENV_ERROR not in info else None
         success = next((bool(info.pop(k)) for k in SUCCESS_KEYS if k in info), None)
         for k in SUCCESS_KEYS:
             info.pop(k, None)

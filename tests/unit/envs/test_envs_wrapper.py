@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -126,3 +128,61 @@ def test_a_failing_env_is_named_by_its_index(mode: str, nan: bool) -> None:
         message = r"non-finite reward at step 3" if nan else r"raised RuntimeError in step\(\): the simulator diverged"
         with pytest.raises(DataError, match=rf"^stages.c.env: env 1 \(.*{message}"):
             env.step(np.zeros(3, np.int64))
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("nan", [False, True], ids=["raises", "nan"])
+def test_on_error_skip_discards_the_failing_episode_and_goes_on(mode: str, nan: bool) -> None:
+    from amago_pipe.config.policies import policy_config
+    from amago_pipe.envs.policies import PolicyContext, make_policy
+    from amago_pipe.envs.rollout import rollout
+
+    cfg = EnvConfig(factory=f"{__name__}:flaky_env", kwargs={"nan": nan}, n_envs=2, mode=mode, on_error="skip")
+    with make_batched_env(cfg, where="stages.c.env") as env:
+        ctx = PolicyContext(spec=env.spec, n_envs=2, seed=0, env_name=env.env_name, upstream={}, where="p")
+        result = rollout(env, make_policy(policy_config({"type": "random"}), ctx), 12, seed=0, keep_episodes=True)
+    failed = [s for s in result.stats if s.info.get("amago_pipe/env_error")]
+    assert len(result.stats) == 12 and 1 <= len(failed) <= 6
+    assert len(result.episodes) == 12 - len(failed)  # the failed episodes are not kept
+    for ep in result.episodes:
+        assert np.isfinite(ep.rewards).all() and ep.length == 10
+
+
+class Flaky(gym.Wrapper):
+    """Fails on the 7th step of every second episode (raises, or returns a NaN reward)."""
+
+    def __init__(self, env, nan):
+        super().__init__(env)
+        self.nan, self.episodes, self.t = nan, 0, 0
+
+    def reset(self, **kwargs):
+        self.episodes, self.t = self.episodes + 1, 0
+        return self.env.reset(**kwargs)
+
+    def step(self, action):
+        self.t += 1
+        out = self.env.step(action)
+        if self.episodes % 2 == 0 and self.t == 7:
+            if self.nan:
+                return out[0], float("nan"), *out[2:]
+            raise RuntimeError("the simulator diverged")
+        return out
+
+
+def flaky_env(nan: bool = False) -> gym.Env:
+    from amago_pipe.envs.toy import ToyEnv
+
+    return Flaky(ToyEnv(min_len=10, max_len=10), nan=nan)
+
+
+def test_on_error_skip_stops_an_env_that_always_fails() -> None:
+    cfg = EnvConfig(factory=f"{__name__}:faulty_env", n_envs=2, on_error="skip")
+    with make_batched_env(cfg, where="stages.c.env") as env:
+        env.reset(seed=0)
+        with pytest.raises(DataError, match=r"env 1 \(.*\) failed 11 times \(last: RuntimeError in step\(\)"):
+            steps(env, 40)
+
+
+def steps(env: Any, n: int) -> None:
+    for _ in range(n):
+        env.step(np.zeros(env.n_envs, np.int64))
