@@ -11,26 +11,18 @@ and ONNX programs (onnxruntime, CPU), stepping `--steps` steps (past the context
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import torch
 
-from amago_pipe.config.base import to_dict
-from amago_pipe.config.build import build_strict
-from amago_pipe.config.nets import ModelConfig
-from amago_pipe.config.train import AgentConfig
 from amago_pipe.export.artifact import FORM_FILES, ONNX, TORCH_EXPORT, TORCHSCRIPT
 from amago_pipe.export.build import export_policy
 from amago_pipe.export.policy import Policy
-from amago_pipe.spec import from_spaces
 from amago_pipe.store import Episode
-from amago_pipe.train.checkpoint import save_weights
-from amago_pipe.train.runtime import build_agent
+from amago_pipe.testing.policies import untrained_policy_file
 
 ENCODERS = {
     "transformer": {"type": "transformer", "d_model": 128, "n_heads": 8, "n_layers": 2},
@@ -41,16 +33,8 @@ CONTEXT = 64
 
 
 def policy_file(folder: Path, encoder: str) -> Path:
-    env = gym.make("CartPole-v1")
-    spec = from_spaces(env.observation_space, env.action_space)
-    model = build_strict(ModelConfig, {"traj_encoder": ENCODERS[encoder], "tstep_encoder": {"type": "ff"}})
-    agent_cfg = build_strict(AgentConfig, {"type": "agent"})
-    agent = build_agent(agent_cfg, model, spec, max_seq_len=CONTEXT)
-    meta = {"format": 1, "spec": spec.to_json(), "model": to_dict(model), "agent": to_dict(agent_cfg),
-            "max_seq_len": CONTEXT, "epoch": 0}  # fmt: skip
-    path = folder / f"{encoder}.safetensors"
-    save_weights(path, agent.policy_state_dict(), {k: json.dumps(v) for k, v in meta.items()})
-    return path
+    model = {"traj_encoder": ENCODERS[encoder], "tstep_encoder": {"type": "ff"}}
+    return untrained_policy_file(folder / f"{encoder}.safetensors", "CartPole-v1", model=model, max_seq_len=CONTEXT)
 
 
 def episodes(n: int, length: int, rng: np.random.Generator) -> list[Episode]:

@@ -16,18 +16,13 @@ import numpy as np
 import pytest
 
 from amago_pipe import Policy
-from amago_pipe.config.base import to_dict
-from amago_pipe.config.build import build_strict
-from amago_pipe.config.nets import ModelConfig
-from amago_pipe.config.train import AgentConfig
 from amago_pipe.errors import StoreFormatError
 from amago_pipe.export.artifact import MANIFEST, ONNX, TORCHSCRIPT, WEIGHTS
 from amago_pipe.export.build import export_policy
 from amago_pipe.export.replay import build_replay, replay_agent
-from amago_pipe.spec import flatten_obs, from_spaces
+from amago_pipe.spec import flatten_obs
 from amago_pipe.store import Episode
-from amago_pipe.train.checkpoint import save_weights
-from amago_pipe.train.runtime import build_agent
+from amago_pipe.testing.policies import untrained_policy_file
 
 ENCODERS = {
     "ff": {"type": "ff", "d_model": 16},
@@ -41,22 +36,11 @@ MAX_SEQ_LEN = 8
 
 def policy_file(tmp_path: Path, encoder: str, env_id: str, seed: int = 0) -> Path:
     """A policy file of an untrained agent for `env_id` (what a train stage writes)."""
-    import torch
-
-    env = gym.make(env_id)
-    spec = from_spaces(env.observation_space, env.action_space)
-    model = build_strict(
-        ModelConfig,
-        {"traj_encoder": ENCODERS[encoder], "tstep_encoder": {"type": "ff", "d_hidden": 32, "d_output": 16}},
-    )
-    agent_cfg = build_strict(AgentConfig, {"type": "agent", "actor": {"d_hidden": 32}, "critic": {"d_hidden": 32}})
-    torch.manual_seed(seed)
-    agent = build_agent(agent_cfg, model, spec, max_seq_len=MAX_SEQ_LEN)
-    meta = {"format": 1, "spec": spec.to_json(), "model": to_dict(model), "agent": to_dict(agent_cfg),
-            "max_seq_len": MAX_SEQ_LEN, "epoch": 1}  # fmt: skip
-    path = tmp_path / f"{encoder}-{env_id}.safetensors"
-    save_weights(path, agent.policy_state_dict(), {k: json.dumps(v) for k, v in meta.items()})
-    return path
+    return untrained_policy_file(
+        tmp_path / f"{encoder}-{env_id}.safetensors", env_id, seed=seed, max_seq_len=MAX_SEQ_LEN,
+        model={"traj_encoder": ENCODERS[encoder], "tstep_encoder": {"type": "ff", "d_hidden": 32, "d_output": 16}},
+        agent={"type": "agent", "actor": {"d_hidden": 32}, "critic": {"d_hidden": 32}},
+    )  # fmt: skip
 
 
 def play(policy: Policy, env_id: str, episodes: int, seed: int = 0) -> list[Episode]:
