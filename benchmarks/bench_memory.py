@@ -9,11 +9,13 @@ alone, with its loss on the answer step only and on every step (how much the TD 
     python benchmarks/bench_memory.py --delays 60 --stds 0 --encoders transformer ff --updates 1200
     python benchmarks/bench_memory.py --probe --encoders mamba --updates 400
     python benchmarks/bench_memory.py --probe --ablate --encoders gru --stds 0 --updates 1000
+    python benchmarks/bench_memory.py --memory-recipe --stds 0.5 --encoders transformer ff --seeds 0 1 2
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -24,7 +26,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def main() -> None:
     import torch
 
-    from amago_pipe.testing.recall import RecallRun, RecallTask, critic_ablation, supervised_probe, train_and_score
+    from amago_pipe.testing.recall import (
+        MEMORY_RECIPE,
+        RecallRun,
+        RecallTask,
+        critic_ablation,
+        supervised_probe,
+        train_and_score,
+    )
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--delays", type=int, nargs="+", default=[30])
@@ -35,8 +44,11 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=800, help="random-policy episodes in each dataset")
     p.add_argument("--probe", action="store_true", help="also train the supervised probe")
     p.add_argument("--ablate", action="store_true", help="also train the critic alone (answer step / every step)")
+    p.add_argument("--agent", type=json.loads, default={}, help="agent overrides as JSON, e.g. '{\"n_step\": 8}'")
+    p.add_argument("--memory-recipe", action="store_true", help="add the README's memory recipe to --agent")
     p.add_argument("--workdir", type=Path, default=None)
     args = p.parse_args()
+    agent = {**(MEMORY_RECIPE if args.memory_recipe else {}), **args.agent}
     torch.set_num_threads(1)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-memory-"))
     extra = [" probe >=95% at |"] * args.probe + [" critic, answer step only | critic, every step |"] * args.ablate
@@ -47,7 +59,7 @@ def main() -> None:
             task = RecallTask(delay=delay, distractor_std=std, episodes=args.episodes)
             for encoder in args.encoders:
                 for seed in args.seeds:
-                    run = RecallRun(encoder=encoder, updates=args.updates, seed=seed)
+                    run = RecallRun(encoder=encoder, updates=args.updates, seed=seed, agent=agent)
                     r = train_and_score(task, run, workdir)
                     row = f"| {encoder} | {delay} | {std:g} | {seed} | {args.updates} | {r['success']:.2f} | {r['train_s']:.0f} |"
                     if args.probe:

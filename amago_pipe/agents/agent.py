@@ -25,6 +25,7 @@ from amago_pipe.agents.losses import (
     masked_mean,
     nstep_td_targets,
     polyak_update,
+    shift_steps,
 )
 from amago_pipe.agents.popart import PopArt
 from amago_pipe.config.nets import ModelConfig
@@ -139,7 +140,10 @@ class Agent(nn.Module):
             probs_next = next_actor(s_next).probs  # (B, L, G, A)
             q_next = self.values(self.target_critic(s_next), raw=True, axis=-2)  # (K, B, L, G, A)
             v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
-            targets = self.targets(batch, v_next)  # (B, L, G)
+            a_next = shift_steps(batch.actions, 1, 0)  # (B, L) a_{t+1}
+            q_next_data = q_next.gather(-1, a_next[None, :, :, None, None].expand(*q_next.shape[:-1], 1)).squeeze(-1)
+            traces = probs_next.gather(-1, a_next[:, :, None, None].expand(*probs_next.shape[:-1], 1)).squeeze(-1)
+            targets = self.targets(batch, v_next, q_next_data.permute(1, 2, 0, 3), traces)  # (B, L, G)
         out = self.critic(s)  # (K, B, L, G, A[, N])
         ids = batch.actions[None, :, :, None, None].expand(out.shape[0], bsz, length, out.shape[3], 1)
         critic_out = self._gather_action(out, ids)  # (K, B, L, G[, N])
@@ -154,11 +158,11 @@ class Agent(nn.Module):
         """Discrete kinds with action-input critics and few joint actions: exact expectations over all M of them."""
         s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
         with torch.no_grad():
-            next_actor = self.target_actor if self.cfg.use_target_actor else self.actor
-            probs_next = self._joint_probs(next_actor(s_next))  # (B, L, G, M)
+            next_dist = (self.target_actor if self.cfg.use_target_actor else self.actor)(s_next)
+            probs_next = self._joint_probs(next_dist)  # (B, L, G, M)
             q_next = self.values(self.target_critic.forward_candidates(s_next, self.candidates), raw=True, axis=-2)
             v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
-            targets = self.targets(batch, v_next)  # (B, L, G)
+            targets = self.targets(batch, v_next, *self._next_data_terms(s_next, next_dist, batch))  # (B, L, G)
         critic_out = self.critic(s, self._features(batch.actions))  # (K, B, L, G[, N])
         dist = self.actor(s)  # batch (B, L, G)
         with torch.no_grad():
@@ -180,7 +184,10 @@ class Agent(nn.Module):
                     for _ in range(self.cfg.target_samples)
                 ]
             ).mean(0)  # (K, B, L, G)
-            targets = self.targets(batch, v_next.permute(1, 2, 0, 3))  # (B, L, G)
+            data_terms = (
+                self._next_data_terms(s_next, next_dist, batch) if self.spec.action.kind != "continuous" else ()
+            )
+            targets = self.targets(batch, v_next.permute(1, 2, 0, 3), *data_terms)  # (B, L, G)
         critic_out = self.critic(s, self._features(batch.actions))  # (K, B, L, G[, N]): shared by all gammas
         dist = self.actor(s)  # batch (B, L, G), event (A,)
         if dist.has_rsample:
@@ -215,6 +222,15 @@ class Agent(nn.Module):
         q_pi = (q + (q - baseline) * (logp - logp.detach())).mean(0)  # (B, L, K, G)
         return q_pi, q.mean((0, 3))
 
+    def _next_data_terms(
+        self, s_next: torch.Tensor, next_dist: Distribution, batch: Batch
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tree-backup inputs for action-input critics of discrete kinds: Q_target(s_{t+1}, a_{t+1}) (B, L, K, G)
+        raw-scale and pi(a_{t+1} | s_{t+1}) (B, L, G), a_{t+1} the data's next action."""
+        a_next = shift_steps(batch.actions, 1, 0)  # (B, L[, A]) a_{t+1}
+        q = self.values(self.target_critic(s_next, self._features(a_next)), raw=True)  # (K, B, L, G)
+        return q.permute(1, 2, 0, 3), next_dist.log_prob(self._data_actions(a_next)).exp()
+
     def _features(self, actions: torch.Tensor) -> torch.Tensor:
         """Policy-space actions -> the critic's input features (one-hots, bits or values)."""
         return action_features(self.spec.action, actions)
@@ -238,8 +254,18 @@ class Agent(nn.Module):
         return dist.log_prob(table).exp().permute(1, 2, 3, 0)
 
     # ---- named pieces shared with `multitask` ---------------------------------------------------
-    def targets(self, batch: Batch, next_values: torch.Tensor) -> torch.Tensor:
-        """TD targets (B, L, G) from raw next values (B, L, K, G); folds them into PopArt's statistics."""
+    def targets(
+        self,
+        batch: Batch,
+        next_values: torch.Tensor,
+        next_q_data: torch.Tensor | None = None,
+        traces: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """TD targets (B, L, G) from raw next values (B, L, K, G); folds them into PopArt's statistics.
+
+        `next_q_data` (B, L, K, G) and `traces` (B, L, G) feed the tree-backup correction (`nstep_correction`).
+        """
+        correct = self.cfg.nstep_correction == "tree_backup" and traces is not None
         targets = nstep_td_targets(
             batch.rewards * self.cfg.reward_multiplier,
             batch.terminated,
@@ -249,6 +275,8 @@ class Agent(nn.Module):
             n=self.cfg.n_step,
             num_td=self.cfg.num_critics_td,
             reduce=self.td_reduce,
+            next_q_data=next_q_data if correct else None,
+            traces=traces if correct else None,
         )
         self.popart.update(targets, batch.mask)
         return targets
@@ -256,7 +284,7 @@ class Agent(nn.Module):
     def critic_objective(self, critic_out: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Regression in PopArt-normalised units: critic_out (K, B, L, G), targets (B, L, G)."""
         q = self.popart(critic_out.permute(1, 2, 0, 3))  # (B, L, K, G)
-        return critic_loss(q, self.popart.normalize(targets), mask)
+        return critic_loss(q, self.popart.normalize(targets), mask, kind=self.cfg.critic_loss)
 
     def values(self, out: torch.Tensor, *, raw: bool = False, axis: int = -1, detach: bool = False) -> torch.Tensor:
         """Critic outputs -> normalised (or raw-scale) values; G is on `axis`."""

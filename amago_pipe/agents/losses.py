@@ -54,54 +54,64 @@ def nstep_td_targets(
     n: int,
     num_td: int,
     reduce: str,
+    next_q_data: torch.Tensor | None = None,
+    traces: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """`y_t = sum_{i<m} gamma^i r_{t+i} + gamma^m (1 - term_{t+m-1}) Q_k(s_{t+m}, .)`, reduced as in `td_targets`.
+    """n-step TD targets, optionally with the tree-backup off-policy correction; reduced as in `td_targets`.
 
-    m = min(n, steps up to and including the first terminated step, up to the first padded step, or to the window
-    end): bootstrapping stops at a terminal; a padded step or the window end (truncation, or a window cut
-    mid-episode) bootstraps from the last valid next value `next_values[t+m-1]`. Step t itself always counts, so
-    n=1 equals `td_targets` exactly (padded t included). rewards (B, L) (already scaled), terminated and mask
-    (B, L) bool, next_values (B, L, K, G) raw-scale values of s_{t+1}, gammas (G,). Returns (B, L, G).
+    `y_t = r_t + g V_{t+1} + sum_{i=1}^{m-1} g^i (c_{t+1} ... c_{t+i}) (r_{t+i} + g V_{t+i+1} - Q_{t+i})`, where V
+    is `next_values`, Q_{t+i} = Q(s_{t+i}, a_{t+i}) of the data action (`next_q_data[t+i-1]`) and c_{t+i} =
+    pi(a_{t+i} | s_{t+i}) (`traces[t+i-1]`): each later reward counts as much as the policy would have taken the
+    data's actions leading to it, the rest of the weight goes to the expected value (tree backup, Precup et al.
+    2000; no behaviour policy needed). Without `next_q_data` / `traces` (c = 1, Q = V) the sum telescopes to the
+    plain `sum_{i<m} g^i r_{t+i} + g^m V_{t+m}`. m = min(n, steps up to and including the first terminated step,
+    up to the first padded step, or to the window end): bootstrapping stops at a terminal; a padded step or the
+    window end bootstraps from the last valid next value. Step t itself always counts, so n=1 equals `td_targets`
+    (padded t included). rewards (B, L) (already scaled), terminated and mask (B, L) bool, next_values and
+    next_q_data (B, L, K, G) raw-scale, traces (B, L, G), gammas (G,). Returns (B, L, G).
     """
     if n < 1:
         raise ValueError(f"nstep_td_targets: n must be at least 1, got {n}")
     bsz, length, k, g = next_values.shape
     dtype, gammas = next_values.dtype, gammas.to(next_values.dtype)
-    steps = torch.arange(length, device=rewards.device).expand(bsz, length)  # (B, L)
-    last = steps.clone()  # (B, L) index of the last step summed
-    stopped = torch.zeros_like(mask)  # (B, L) a terminal or a padded step was reached
-    ret = torch.zeros(bsz, length, g, dtype=dtype, device=rewards.device)  # (B, L, G)
-    discount = torch.ones(bsz, length, g, dtype=dtype, device=rewards.device)  # (B, L, G) gamma^m
-    power = torch.ones_like(gammas)  # (G,) gamma^i
-    for i in range(min(n, length)):
-        if i > 0:
-            stopped = stopped | ~_shift(mask, i, False)
-        take = ~stopped  # (B, L)
-        ret = ret + take[..., None].to(dtype) * power * _shift(rewards, i, 0.0)[..., None].to(dtype)
-        last = torch.where(take, steps + i, last)
-        discount = torch.where(take[..., None], power * gammas, discount)
-        stopped = stopped | _shift(terminated, i, False)
-        power = power * gammas
-    cont = (~terminated.gather(1, last)).to(dtype)[..., None, None]  # (B, L, 1, 1)
-    boot = next_values.gather(1, last[..., None, None].expand(bsz, length, k, g))  # (B, L, K, G)
-    ensemble = ret[:, :, None] + discount[:, :, None] * cont * boot  # (B, L, K, G)
+    q_data = next_values if next_q_data is None else next_q_data
+    cont = (~terminated).to(dtype)[..., None, None]  # (B, L, 1, 1)
+    one_step = rewards.to(dtype)[..., None, None] + gammas * cont * next_values  # (B, L, K, G) r_t + g V_{t+1}
+    ensemble = one_step
+    weight = torch.ones(bsz, length, 1, g, dtype=dtype, device=next_values.device)  # g^i c_{t+1} ... c_{t+i}
+    stopped = terminated  # (B, L) a terminal or a padded step was reached
+    for i in range(1, min(n, length)):
+        stopped = stopped | ~shift_steps(mask, i, False)
+        weight = weight * gammas
+        if traces is not None:
+            weight = weight * shift_steps(traces.to(dtype), i - 1, 0.0)[:, :, None]
+        delta = shift_steps(one_step, i, 0.0) - shift_steps(q_data, i - 1, 0.0)  # (B, L, K, G)
+        ensemble = ensemble + (~stopped).to(dtype)[..., None, None] * weight * delta
+        stopped = stopped | shift_steps(terminated, i, False)
     idx = torch.randint(0, k, (bsz, length, num_td, g), device=next_values.device, generator=generator)
     drawn = torch.take_along_dim(ensemble, idx, dim=2)  # (B, L, num_td, G)
     return drawn.min(dim=2).values if reduce == "min" else drawn.mean(dim=2)  # (B, L, G)
 
 
-def _shift(x: torch.Tensor, i: int, fill: float | bool) -> torch.Tensor:
-    """`x[:, t + i]` at step t, `fill` past the window end: (B, L) -> (B, L)."""
+def shift_steps(x: torch.Tensor, i: int, fill: float | bool) -> torch.Tensor:
+    """`x[:, t + i]` at step t, `fill` past the window end: (B, L, ...) -> (B, L, ...)."""
     if i == 0:
         return x
     return torch.cat([x[:, i:], torch.full_like(x[:, :i], fill)], dim=1)
 
 
-def critic_loss(q_norm: torch.Tensor, target_norm: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Squared TD error in PopArt-normalised units: q (B, L, K, G) against targets (B, L, G), masked mean."""
-    err = (q_norm - target_norm.detach()[:, :, None, :]).square()  # (B, L, K, G)
-    return masked_mean(err, mask)
+def critic_loss(q_norm: torch.Tensor, target_norm: torch.Tensor, mask: torch.Tensor, *, kind: str) -> torch.Tensor:
+    """TD regression in PopArt-normalised units: q (B, L, K, G) against targets (B, L, G), masked mean.
+
+    `kind` is `mse` (squared error) or `huber` (squared within 1, linear beyond: 0.5 e^2 / |e| - 0.5).
+    """
+    err = q_norm - target_norm.detach()[:, :, None, :]  # (B, L, K, G)
+    if kind == "huber":
+        return masked_mean(F.huber_loss(err, torch.zeros_like(err), reduction="none", delta=1.0), mask)
+    if kind == "mse":
+        return masked_mean(err.square(), mask)
+    raise ValueError(f"unknown critic loss '{kind}'; expected huber or mse")
 
 
 def critic_loss_bins(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -74,7 +74,11 @@ class AgentConfig(Component):
     reward_multiplier: float = 10.0
     """Rewards are multiplied by this in the losses (keeps PopArt's value scale comfortable)."""
     n_step: int = 4
-    """TD targets over n steps of rewards (1: AMAGO's one-step target); stops at terminals, bootstraps at padding or the window end. Biased on off-policy data; see the README's "one recipe" for why 4 is the default."""
+    """TD targets over n steps of rewards (1: AMAGO's one-step target); stops at terminals, bootstraps at padding or the window end. See the README's "one recipe" for why 4 is the default."""
+    nstep_correction: Literal["none", "tree_backup"] = "none"
+    """Off-policy correction of n-step targets: `none` sums the data's rewards as they are (values lean towards the behaviour policy: conservative offline), `tree_backup` weights each later reward by the target policy's probability of the data actions leading to it (discrete kinds only; see the README's "memory recipe")."""
+    critic_loss: Literal["mse", "huber"] = "mse"
+    """Regression loss of PopArt-normalised TD errors: `mse`, or `huber` (linear beyond 1: a surprising target moves the critics by a bounded step)."""
     tau: float = 0.003
     """Polyak rate of the target actor and critics."""
     popart: bool = True

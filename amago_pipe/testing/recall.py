@@ -35,6 +35,8 @@ SMALL_TRAJ: dict[str, dict[str, Any]] = {
     "ff": {"type": "ff", "d_model": 64},
 }
 """The small sequence models the memory check compares (the `ff` one has no memory: the control)."""
+MEMORY_RECIPE: dict[str, Any] = {"nstep_correction": "tree_backup", "critic_loss": "huber"}
+"""The README's memory recipe: agent keys added to the defaults for memory tasks learned from exploratory data."""
 
 
 @dataclass(frozen=True)

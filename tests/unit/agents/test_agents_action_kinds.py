@@ -10,6 +10,7 @@ from amago_pipe.agents.agent import Agent
 from amago_pipe.config.nets import ActorHeadConfig, CriticHeadConfig, FFTstepConfig, GruConfig, ModelConfig
 from amago_pipe.config.train import AgentConfig
 from amago_pipe.data.loader import BatchLoader
+from amago_pipe.testing.recall import MEMORY_RECIPE
 
 TINY = ModelConfig(tstep_encoder=FFTstepConfig(d_hidden=16, d_output=16), traj_encoder=GruConfig(d_model=16))
 CASES = {
@@ -27,13 +28,17 @@ def _batch(tmp_path_factory: pytest.TempPathFactory, kind: str) -> object:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("n_step", [1, 3])
-def test_update_is_finite_trains_every_part_and_acts(tmp_path_factory, case: str, n_step: int) -> None:
+@pytest.mark.parametrize("memory_recipe", [False, True])
+def test_update_is_finite_trains_every_part_and_acts(
+    tmp_path_factory, case: str, n_step: int, memory_recipe: bool
+) -> None:
     kind, actor, critic = CASES[case]
     torch.manual_seed(0)
     cfg = AgentConfig(
         actor=ActorHeadConfig(d_hidden=16, **actor),  # type: ignore[arg-type]
         critic=CriticHeadConfig(d_hidden=16, num_critics=2, **critic),  # type: ignore[arg-type]
         n_step=n_step,
+        **(MEMORY_RECIPE if memory_recipe else {}),
     )
     spec = make_spec(kind)
     agent = Agent(spec, TINY, cfg, max_seq_len=6)
@@ -56,3 +61,18 @@ def test_n_step_changes_the_critic_targets(tmp_path_factory) -> None:
         cfg = AgentConfig(critic=CriticHeadConfig(d_hidden=16), n_step=n_step)
         losses.append(Agent(make_spec("discrete"), TINY, cfg, max_seq_len=6)(batch)[1]["td_target_mean"])
     assert not torch.allclose(losses[0], losses[1])
+
+
+@pytest.mark.parametrize("kind", ["discrete", "multibinary"])
+def test_tree_backup_changes_n_step_targets_of_discrete_kinds(tmp_path_factory, kind: str) -> None:
+    """The correction reaches the targets through both paths: Q of every action (discrete) and action-input
+    critics (multibinary); with n_step 1 there is nothing to correct."""
+    batch = _batch(tmp_path_factory, kind)
+
+    def target_mean(n_step: int, correction: str) -> torch.Tensor:
+        torch.manual_seed(0)
+        cfg = AgentConfig(critic=CriticHeadConfig(d_hidden=16), n_step=n_step, nstep_correction=correction)  # type: ignore[arg-type]
+        return Agent(make_spec(kind), TINY, cfg, max_seq_len=6)(batch)[1]["td_target_mean"]
+
+    assert not torch.allclose(target_mean(3, "none"), target_mean(3, "tree_backup"))
+    torch.testing.assert_close(target_mean(1, "none"), target_mean(1, "tree_backup"))

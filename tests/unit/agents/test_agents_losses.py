@@ -88,7 +88,7 @@ def test_losses_ignore_padding() -> None:
     mask = torch.tensor([[True, False]])
     q = torch.zeros(1, 2, 2, 1)  # (B, L, K, G)
     target = torch.tensor([[[1.0], [100.0]]])  # (B, L, G); the padded step has a huge error
-    assert critic_loss(q, target, mask).item() == pytest.approx(1.0)
+    assert critic_loss(q, target, mask, kind="mse").item() == pytest.approx(1.0)
     logits = torch.zeros(1, 2, 2, 1, 4)
     labels = torch.tensor([1.0, 0, 0, 0]).expand(1, 2, 1, 4)
     assert critic_loss_bins(logits, labels, mask).item() == pytest.approx(torch.log(torch.tensor(4.0)).item())

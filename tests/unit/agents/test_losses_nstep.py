@@ -88,3 +88,70 @@ def test_nstep_rejects_n_below_one() -> None:
     z = torch.zeros(1, 2)
     with pytest.raises(ValueError, match="n must be at least 1, got 0"):
         nstep_td_targets(z, z.bool(), z.bool(), torch.zeros(1, 2, 1, 1), torch.ones(1), n=0, num_td=1, reduce="min")
+
+
+def _tree_backup_reference(
+    rewards: torch.Tensor,
+    terminated: torch.Tensor,
+    mask: torch.Tensor,
+    next_values: torch.Tensor,
+    next_q_data: torch.Tensor,
+    traces: torch.Tensor,
+    gammas: torch.Tensor,
+    idx: torch.Tensor,
+    *,
+    n: int,
+) -> torch.Tensor:
+    """Tree backup by its recursion, one (b, t) at a time: G_s = r_s + g (V_{s+1} + c_{s+1} (G_{s+1} - Q_{s+1}))
+    while the data continues within n steps, else r_s + g V_{s+1} (0 after a terminal)."""
+    bsz, length, _, g = next_values.shape
+    out = torch.zeros(bsz, length, g, dtype=torch.float64)
+    gam = gammas.double()
+    for b in range(bsz):
+        for t in range(length):
+
+            def ret(s: int, left: int, b: int = b) -> torch.Tensor:  # (K, G)
+                if terminated[b, s]:
+                    return rewards[b, s].double().expand(next_values.shape[2], g)
+                base = rewards[b, s].double() + gam * next_values[b, s].double()
+                if left == 1 or s + 1 >= length or not mask[b, s + 1]:
+                    return base
+                later = ret(s + 1, left - 1) - next_q_data[b, s].double()
+                return base + gam * traces[b, s].double() * later
+
+            drawn = ret(t, n).gather(0, idx[b, t])  # (num_td, G)
+            out[b, t] = drawn.min(0).values
+    return out
+
+
+@pytest.mark.parametrize("n", [2, 4, 9])
+def test_tree_backup_matches_its_recursion(n: int) -> None:
+    gen = torch.Generator().manual_seed(n)
+    bsz, length, k, g = 4, 9, 3, 2
+    rewards = torch.randn(bsz, length, generator=gen)
+    mask = torch.arange(length)[None] < torch.tensor([9, 6, 3, 1])[:, None]
+    terminated = (torch.rand(bsz, length, generator=gen) < 0.2) & mask
+    next_values, next_q = torch.randn(2, bsz, length, k, g, generator=gen)
+    traces = torch.rand(bsz, length, g, generator=gen)
+    gammas = torch.tensor([0.7, 0.99])
+    y = nstep_td_targets(rewards, terminated, mask, next_values, gammas, n=n, num_td=2, reduce="min",
+                         next_q_data=next_q, traces=traces, generator=gen.manual_seed(3))  # fmt: skip
+    idx = torch.randint(0, k, (bsz, length, 2, g), generator=gen.manual_seed(3))
+    ref = _tree_backup_reference(rewards, terminated, mask, next_values, next_q, traces, gammas, idx, n=n)
+    torch.testing.assert_close(y.double(), ref, atol=1e-5, rtol=1e-5)
+
+
+def test_tree_backup_drops_rewards_of_actions_the_policy_would_not_take() -> None:
+    """A random data action at t+1 that the policy never takes: its reward does not reach step t's target."""
+    rewards = torch.tensor([[0.0, 10.0]])  # the data's (off-policy) action at t=1 happened to pay 10
+    terminated = torch.tensor([[False, True]])
+    values = torch.full((1, 2, 1, 1), 2.0)  # V(s_1) = E_pi Q(s_1, .) = 2
+    q_data = torch.full((1, 2, 1, 1), 10.0)  # Q(s_1, a_1) = 10
+    gammas = torch.tensor([0.5])
+    args = (rewards, terminated, torch.ones(1, 2, dtype=torch.bool), values, gammas)
+    plain = nstep_td_targets(*args, n=2, num_td=1, reduce="min")
+    never = nstep_td_targets(*args, n=2, num_td=1, reduce="min", next_q_data=q_data, traces=torch.zeros(1, 2, 1))
+    always = nstep_td_targets(*args, n=2, num_td=1, reduce="min", next_q_data=values, traces=torch.ones(1, 2, 1))
+    assert plain[0, 0, 0] == 5.0  # 0 + 0.5 * 10: the random action's reward
+    assert never[0, 0, 0] == 1.0  # 0 + 0.5 * V(s_1): the policy's expected value instead
+    assert always[0, 0, 0] == 5.0  # the policy's own action (pi = 1, Q = V): the reward counts in full
