@@ -25,8 +25,11 @@ class EnvConfig:
     """Name recorded with every episode and used to group results (default: the id or factory)."""
     n_envs: int = 8
     """Number of environments stepped in parallel."""
-    mode: Literal["sync", "async"] = "sync"
-    """`sync`: all envs in this process (best for cheap envs); `async`: one subprocess per env."""
+    mode: Literal["sync", "async", "already_vectorized"] = "sync"
+    """`sync`: all envs in this process (best for cheap envs); `async`: one subprocess per env;
+    `already_vectorized`: the env steps all `n_envs` as one batch itself — `id` through gymnasium's
+    `make_vec(..., vectorization_mode="vector_entry_point")` (e.g. CartPole-v1's numpy batch env), or a `factory`
+    called as `factory(num_envs=n_envs, **kwargs)` that returns a gymnasium VectorEnv (NEXT_STEP autoreset)."""
     max_episode_steps: int | None = None
     """Time limit per episode (truncation); null keeps the env's registered limit."""
     seed: int | None = None
@@ -46,6 +49,10 @@ class EnvConfig:
             raise FieldError("factory", f"'{self.factory}' is not an import path; expected 'package.module:function'")
         if self.n_envs < 1:
             raise FieldError("n_envs", f"must be at least 1, got {self.n_envs}")
+        if self.mode == "already_vectorized" and self.on_error == "skip":
+            raise FieldError(
+                "on_error", "`skip` restarts one failing env; an already_vectorized env steps as one batch: use `stop`"
+            )
         if self.max_episode_steps is not None and self.max_episode_steps < 1:
             raise FieldError("max_episode_steps", f"must be at least 1 (or null), got {self.max_episode_steps}")
 

@@ -57,6 +57,38 @@ class EnvFactory:
         env = self._make()
         return env if self.index is None else IndexedEnv(env, self.index, where=self.where, skip=self.skip_errors)
 
+    def make_vector(self, n: int) -> gym.vector.VectorEnv:
+        """`mode: already_vectorized`: one env object that steps `n` envs itself."""
+        extra = {} if self.max_episode_steps is None else {"max_episode_steps": self.max_episode_steps}
+        if self.id is not None:
+            self._register_namespace(self.id)
+            try:
+                env = gym.make_vec(self.id, num_envs=n, vectorization_mode="vector_entry_point", **self.kwargs, **extra)
+            except (gym.error.Error, TypeError, ValueError) as e:
+                raise ConfigError(
+                    f"{self.where}: '{self.id}' cannot be made as an already vectorized env ({e}); use mode: sync or "
+                    "async, or a `factory` that returns a gymnasium VectorEnv",
+                    path=f"{self.where}.mode",
+                ) from e
+        else:
+            fn = import_path(self.factory or "", what="env factory", where=f"{self.where}.factory")
+            try:
+                env = fn(num_envs=n, **self.kwargs, **extra)
+            except TypeError as e:
+                raise ConfigError(
+                    f"{self.where}.factory: calling '{self.factory}' with num_envs and kwargs {sorted(self.kwargs)} "
+                    f"failed ({e}); an already_vectorized factory takes `num_envs`",
+                    path=f"{self.where}.kwargs",
+                ) from e
+        if not isinstance(env, gym.vector.VectorEnv) or env.num_envs != n:
+            env.close()
+            got = type(env).__name__ if not isinstance(env, gym.vector.VectorEnv) else f"{env.num_envs} envs"
+            raise ConfigError(
+                f"{self.where}: mode already_vectorized needs a gymnasium VectorEnv of {n} envs; got {got}",
+                path=f"{self.where}.mode",
+            )
+        return env
+
     def _make(self) -> gym.Env:
         if self.id is not None:
             return self._make_registered(self.id)
@@ -80,18 +112,23 @@ class EnvFactory:
             env = gym.wrappers.TimeLimit(env, max_episode_steps=self.max_episode_steps)
         return env
 
+    @staticmethod
+    def _register_namespace(env_id: str) -> None:
+        """Register amago-pipe's built-in or POPGym ids when `env_id` names one (idempotent)."""
+        if env_id.startswith(f"{BUILTIN_NAMESPACE}/"):
+            from amago_pipe.envs.builtin import register_builtin_envs
+
+            register_builtin_envs()
+        elif env_id.startswith("popgym/"):
+            from amago_pipe.envs.popgym import register_popgym_envs
+
+            register_popgym_envs()  # MissingDependencyError with the install hint without popgym
+
     def _make_registered(self, env_id: str) -> gym.Env:
         extra: dict[str, Any] = {}
         if self.max_episode_steps is not None:
             extra["max_episode_steps"] = self.max_episode_steps
-        if env_id.startswith(f"{BUILTIN_NAMESPACE}/"):
-            from amago_pipe.envs.builtin import register_builtin_envs
-
-            register_builtin_envs()  # idempotent
-        elif env_id.startswith("popgym/"):
-            from amago_pipe.envs.popgym import register_popgym_envs
-
-            register_popgym_envs()  # idempotent; MissingDependencyError with the install hint without popgym
+        self._register_namespace(env_id)
         try:
             return gym.make(env_id, **self.kwargs, **extra)
         except gym.error.Error as e:  # unknown id, missing namespace, bad version

@@ -1,6 +1,7 @@
-"""N parallel environments from an EnvConfig: gymnasium's SyncVectorEnv or AsyncVectorEnv (subprocesses).
+"""N parallel environments from an EnvConfig: gymnasium's SyncVectorEnv, AsyncVectorEnv (subprocesses), or an
+env that steps the batch itself (`already_vectorized`).
 
-Both run in NEXT_STEP autoreset mode and come wrapped as a BatchedEnv. gymnasium + numpy only, no torch.
+All run in NEXT_STEP autoreset mode (BatchedEnv refuses others) and come wrapped as a BatchedEnv. gymnasium + numpy only, no torch.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ def make_vector_env(cfg: EnvConfig, *, n_envs: int | None = None, where: str = "
     """A gymnasium VectorEnv of `n_envs` (default `cfg.n_envs`) copies in `cfg.mode`, NEXT_STEP autoreset."""
     n = cfg.n_envs if n_envs is None else n_envs
     factory = EnvFactory.from_config(cfg, where=where)
+    if cfg.mode == "already_vectorized":
+        return factory.make_vector(n)
     fns = [replace(factory, index=i) for i in range(n)]
     try:
         if cfg.mode == "async":
