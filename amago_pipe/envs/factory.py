@@ -59,7 +59,9 @@ class EnvFactory:
 
     def make_vector(self, n: int) -> gym.vector.VectorEnv:
         """`mode: already_vectorized`: one env object that steps `n` envs itself."""
-        extra = {} if self.max_episode_steps is None else {"max_episode_steps": self.max_episode_steps}
+        extra: dict[str, Any] = {}
+        if self.max_episode_steps is not None:
+            extra["max_episode_steps"] = self.max_episode_steps
         if self.id is not None:
             self._register_namespace(self.id)
             try:
