@@ -2,6 +2,7 @@
 control (the same episodes copied with their original goals: same data, same partition weights, same updates).
 
     python benchmarks/bench_relabel.py --seeds 0 1 2 --jobs 2 --plot benchmarks/plots/goal-maze-relabel.png
+    python benchmarks/bench_relabel.py --tasks maze --episodes 300 --jobs 2   # a smaller dataset
 
 Tasks: `maze` (GoalMaze 9x9, four rooms, one goal; `future` k=8) and `maze-seq` (GoalMaze 7x7, four rooms, a
 sequence of 2 goals; `all`). Each (task, strategy, seed) runs the whole pipeline in `runs/relabel/<...>/` with its
@@ -29,9 +30,9 @@ TASKS: dict[str, dict[str, Any]] = {
 }
 
 
-def run_one(task: str, relabel: bool, seed: int, root: Path) -> dict[str, Any]:
+def run_one(task: str, relabel: bool, seed: int, root: Path, episodes: int | None) -> dict[str, Any]:
     spec = TASKS[task]
-    name = f"{task}-{'relabel' if relabel else 'none'}-s{seed}"
+    name = f"{task}-{'relabel' if relabel else 'none'}-s{seed}" + (f"-e{episodes}" if episodes else "")
     run_dir = root / name
     kw = spec["kwargs"]
     overrides = [
@@ -42,6 +43,8 @@ def run_one(task: str, relabel: bool, seed: int, root: Path) -> dict[str, Any]:
         f"stages.evaluate.env.kwargs={kw}",
         f"stages.relabel.strategy={spec['strategy'] if relabel else '{type: none}'}",
     ]
+    if episodes:
+        overrides.append(f"stages.collect.policies=[{{policy: {{type: random}}, episodes: {episodes}}}]")
     cmd = [sys.executable, "-m", "amago_pipe.cli", "-q", "run", str(PIPELINE), "--run-dir", str(run_dir)]
     for item in overrides:
         cmd += ["--set", item]
@@ -95,12 +98,13 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", choices=sorted(TASKS), default=sorted(TASKS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--jobs", type=int, default=1, help="pipelines run at once (one CPU core each)")
+    parser.add_argument("--episodes", type=int, help="random walks collected (default: the pipeline's 1,000)")
     parser.add_argument("--root", type=Path, default=Path("runs/relabel"))
     parser.add_argument("--plot", type=Path, help="write the success rates to this PNG")
     args = parser.parse_args()
     jobs = [(t, r, s) for t in args.tasks for s in args.seeds for r in (True, False)]
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda j: run_one(*j, args.root), jobs))
+        results = list(pool.map(lambda j: run_one(*j, args.root, args.episodes), jobs))
     print("| task | strategy | seed | eval success | eval return | eval length | data success | copies success | s |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
