@@ -102,6 +102,8 @@ class Agent(nn.Module):
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.popart = PopArt(len(gammas), beta=cfg.popart_beta, enabled=cfg.popart)
         self.register_buffer("gammas", torch.tensor(gammas, dtype=torch.float32), persistent=False)
+        self.tree_backup = cfg.nstep_correction == "tree_backup" and cfg.n_step > 1
+        """Correct n-step targets with tree backup (an extra target-critic pass on action-input critics)."""
         self.td_reduce = cfg.td_reduce if cfg.td_reduce != "auto" else ("min" if cfg.online_coeff > 0 else "mean")
 
     # ---- the update -----------------------------------------------------------------------------
@@ -140,10 +142,16 @@ class Agent(nn.Module):
             probs_next = next_actor(s_next).probs  # (B, L, G, A)
             q_next = self.values(self.target_critic(s_next), raw=True, axis=-2)  # (K, B, L, G, A)
             v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
-            a_next = shift_steps(batch.actions, 1, 0)  # (B, L) a_{t+1}
-            q_next_data = q_next.gather(-1, a_next[None, :, :, None, None].expand(*q_next.shape[:-1], 1)).squeeze(-1)
-            traces = probs_next.gather(-1, a_next[:, :, None, None].expand(*probs_next.shape[:-1], 1)).squeeze(-1)
-            targets = self.targets(batch, v_next, q_next_data.permute(1, 2, 0, 3), traces)  # (B, L, G)
+            data_terms: tuple[torch.Tensor, ...] = ()
+            if self.tree_backup:  # Q_target(s_{t+1}, a_{t+1}) and pi(a_{t+1} | s_{t+1}) of the data's next action
+                a_next = shift_steps(batch.actions, 1, 0)  # (B, L)
+                q_ids = a_next[None, :, :, None, None].expand(*q_next.shape[:-1], 1)
+                p_ids = a_next[:, :, None, None].expand(*probs_next.shape[:-1], 1)
+                data_terms = (
+                    q_next.gather(-1, q_ids).squeeze(-1).permute(1, 2, 0, 3),
+                    probs_next.gather(-1, p_ids).squeeze(-1),
+                )
+            targets = self.targets(batch, v_next, *data_terms)  # (B, L, G)
         out = self.critic(s)  # (K, B, L, G, A[, N])
         ids = batch.actions[None, :, :, None, None].expand(out.shape[0], bsz, length, out.shape[3], 1)
         critic_out = self._gather_action(out, ids)  # (K, B, L, G[, N])
@@ -162,7 +170,8 @@ class Agent(nn.Module):
             probs_next = self._joint_probs(next_dist)  # (B, L, G, M)
             q_next = self.values(self.target_critic.forward_candidates(s_next, self.candidates), raw=True, axis=-2)
             v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
-            targets = self.targets(batch, v_next, *self._next_data_terms(s_next, next_dist, batch))  # (B, L, G)
+            data_terms = self._next_data_terms(s_next, next_dist, batch) if self.tree_backup else ()
+            targets = self.targets(batch, v_next, *data_terms)  # (B, L, G)
         critic_out = self.critic(s, self._features(batch.actions))  # (K, B, L, G[, N])
         dist = self.actor(s)  # batch (B, L, G)
         with torch.no_grad():
@@ -185,7 +194,9 @@ class Agent(nn.Module):
                 ]
             ).mean(0)  # (K, B, L, G)
             data_terms = (
-                self._next_data_terms(s_next, next_dist, batch) if self.spec.action.kind != "continuous" else ()
+                self._next_data_terms(s_next, next_dist, batch)
+                if self.tree_backup and self.spec.action.kind != "continuous"
+                else ()
             )
             targets = self.targets(batch, v_next.permute(1, 2, 0, 3), *data_terms)  # (B, L, G)
         critic_out = self.critic(s, self._features(batch.actions))  # (K, B, L, G[, N]): shared by all gammas
@@ -265,7 +276,7 @@ class Agent(nn.Module):
 
         `next_q_data` (B, L, K, G) and `traces` (B, L, G) feed the tree-backup correction (`nstep_correction`).
         """
-        correct = self.cfg.nstep_correction == "tree_backup" and traces is not None
+        correct = self.tree_backup and traces is not None
         targets = nstep_td_targets(
             batch.rewards * self.cfg.reward_multiplier,
             batch.terminated,
