@@ -215,7 +215,7 @@ def flatten_space(space: Any, prefix: str = "") -> dict[str, ArraySpec]:
             )
         }
     if isinstance(space, spaces.Discrete):
-        return {key: ArraySpec((), "int64", float(space.start), float(space.start + space.n - 1))}
+        return {key: ArraySpec((), "int64", float(space.start), float(int(space.start) + int(space.n) - 1))}
     if isinstance(space, spaces.MultiBinary):
         return {key: ArraySpec(tuple(int(s) for s in np.atleast_1d(space.n)), "int8", 0.0, 1.0)}
     if isinstance(space, spaces.MultiDiscrete):

@@ -53,7 +53,7 @@ def _box(spec: ArraySpec) -> Any:
         info = np.iinfo(dtype)
         low = info.min if spec.low is None else int(spec.low)
         high = info.max if spec.high is None else int(spec.high)
-    return spaces.Box(low=low, high=high, shape=spec.shape, dtype=dtype)
+    return spaces.Box(low=low, high=high, shape=spec.shape, dtype=dtype.type)
 
 
 def _nest_spaces(leaves: dict[str, Any]) -> Any:

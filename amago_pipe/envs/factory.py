@@ -125,8 +125,18 @@ class EnvFactory:
             from amago_pipe.envs.popgym import register_popgym_envs
 
             register_popgym_envs()  # MissingDependencyError with the install hint without popgym
+        elif env_id.startswith("gymnax/"):
+            from amago_pipe.envs.gymnax import register_gymnax_envs
+
+            register_gymnax_envs()
 
     def _make_registered(self, env_id: str) -> gym.Env:
+        if env_id.startswith("gymnax/"):
+            raise ConfigError(
+                f"{self.where}.mode: gymnax env '{env_id}' steps all its copies as one batch; set "
+                "`mode: already_vectorized`",
+                path=f"{self.where}.mode",
+            )
         extra: dict[str, Any] = {}
         if self.max_episode_steps is not None:
             extra["max_episode_steps"] = self.max_episode_steps
