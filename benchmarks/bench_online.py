@@ -1,9 +1,11 @@
 """Online collection throughput: env steps/s of a trained-size policy (transformer with its KV cache, or ff) in
-CartPole-v1 at 8 and 32 envs, sync vs async, with the time of one vector step split into policy, env and
+CartPole-v1 at 8 and 32 envs — sync, async, already_vectorized (gymnasium's numpy batch CartPole) and gymnax
+(`gymnax/CartPole-v1`, one jitted JAX batch; needs the `gymnax` extra) — with the time of one vector step split into policy, env and
 recording; and what collecting costs the learner (updates/s of an online epoch vs offline-only).
 
     python benchmarks/bench_online.py                 # both tables
     python benchmarks/bench_online.py --only collect  # the collection table only
+    python benchmarks/bench_online.py --only collect --modes sync gymnax
 
 One torch thread (OMP_NUM_THREADS=1), as the pipelines use. Prints Markdown tables.
 """
@@ -77,12 +79,22 @@ class Timed:
         return timed
 
 
-def collection(steps: int) -> str:
+MODES = {
+    "sync": ("CartPole-v1", "sync"),
+    "async": ("CartPole-v1", "async"),
+    "already_vectorized": ("CartPole-v1", "already_vectorized"),
+    "gymnax": ("gymnax/CartPole-v1", "already_vectorized"),
+}
+"""Collection case name -> (env id, EnvConfig mode)."""
+
+
+def collection(steps: int, modes: list[str]) -> str:
     rows = []
     for model in MODELS:
-        for mode in ("sync", "async"):
+        for mode in modes:
+            env_id, env_mode = MODES[mode]
             for n_envs in (8, 32):
-                env = make_batched_env(EnvConfig(id="CartPole-v1", n_envs=n_envs, mode=mode))
+                env = make_batched_env(EnvConfig(id=env_id, n_envs=n_envs, mode=env_mode))  # type: ignore[arg-type]
                 cfg = train_config(model, online=False, updates=1)
                 agent = build_agent(cfg.agent, cfg.model, env.spec, max_seq_len=cfg.max_seq_len).eval()
                 policy = Timed(AgentPolicy(agent, greedy=False), "act")
@@ -143,10 +155,11 @@ def main() -> None:
     parser.add_argument("--only", choices=["collect", "learner"])
     parser.add_argument("--steps", type=int, default=500, help="vector steps per collection case")
     parser.add_argument("--updates", type=int, default=200, help="updates per epoch in the learner cases")
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), help="collection cases")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.only in (None, "collect"):
-        print(collection(args.steps))
+        print(collection(args.steps, args.modes))
     if args.only in (None, "learner"):
         print(learner_cost(args.updates))
 
