@@ -12,8 +12,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 PIPELINES = sorted((REPO / "pipelines").glob("*.yaml"))
 SMOKE = yaml.safe_load((Path(__file__).parent / "smoke_overrides.yaml").read_text())
-OPTIONAL = {"popgym-memory.yaml": "popgym"}
-"""Pipelines that need an optional extra, by the module they import (skipped when it is missing)."""
+OPTIONAL = {"popgym-memory.yaml": ("popgym", "envs"), "online-gymnax-memorychain.yaml": ("gymnax", "gymnax")}
+"""Pipelines that need an optional extra: (the module they import, the extra); skipped when it is missing."""
 
 
 def test_every_pipeline_has_smoke_overrides():
@@ -24,9 +24,9 @@ def test_every_pipeline_has_smoke_overrides():
 
 @pytest.mark.parametrize("pipeline", PIPELINES, ids=[p.stem for p in PIPELINES])
 def test_pipeline_runs_then_skips(amago, tmp_path: Path, pipeline: Path):
-    needs = OPTIONAL.get(pipeline.name)
+    needs, extra = OPTIONAL.get(pipeline.name, ("", ""))
     if needs and importlib.util.find_spec(needs) is None:
-        pytest.skip(f"{pipeline.name} needs the optional package '{needs}': pip install -e \".[envs]\"")
+        pytest.skip(f"{pipeline.name} needs the optional package '{needs}': pip install -e \".[{extra}]\"")
     overrides = [arg for item in SMOKE.get(pipeline.name, []) for arg in ("--set", item)]
     first = amago("run", str(pipeline), *overrides, "--run-dir", "run", timeout=600)
     assert first.returncode == 0, first.stdout + first.stderr

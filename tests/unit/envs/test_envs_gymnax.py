@@ -12,6 +12,7 @@ from amago_pipe.envs.rollout import rollout
 from amago_pipe.envs.vector import make_batched_env
 from amago_pipe.errors import ConfigError
 
+pytest.importorskip("gymnax", reason='gymnax is an optional extra: pip install -e ".[gymnax]"')
 FACTORY = "amago_pipe.envs.gymnax:make_gymnax"
 
 
