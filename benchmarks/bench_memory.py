@@ -1,7 +1,8 @@
 """Memory: does the default agent recipe learn delayed recall offline from random data? Prints a Markdown table.
 
 Each row trains one encoder on random-policy `amago_pipe/DelayedRecall-v0` data (the cue at t=0, the answer at
-t=delay, 4 cues: chance is 0.25) and scores 200 greedy episodes. `--probe` adds the supervised probe (the same
+t=delay, 4 cues: chance is 0.25) and scores 200 episodes with greedy and with sampled actions (`--hide-rl2` hides
+the previous action and reward, random in the data's waiting steps, from the model). `--probe` adds the supervised probe (the same
 sequence model trained with cross-entropy to name the cue on the same batches); `--ablate` adds the critic trained
 alone, with its loss on the answer step only and on every step (how much the TD loss elsewhere costs the memory).
 
@@ -46,22 +47,28 @@ def main() -> None:
     p.add_argument("--ablate", action="store_true", help="also train the critic alone (answer step / every step)")
     p.add_argument("--agent", type=json.loads, default={}, help="agent overrides as JSON, e.g. '{\"n_step\": 8}'")
     p.add_argument("--memory-recipe", action="store_true", help="add the README's memory recipe to --agent")
+    p.add_argument("--hide-rl2", action="store_true", help="hide the previous action and reward from the model")
     p.add_argument("--workdir", type=Path, default=None)
     args = p.parse_args()
     agent = {**(MEMORY_RECIPE if args.memory_recipe else {}), **args.agent}
     torch.set_num_threads(1)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-memory-"))
     extra = [" probe >=95% at |"] * args.probe + [" critic, answer step only | critic, every step |"] * args.ablate
-    print("| encoder | delay | distractor std | seed | updates | success | train s |" + "".join(extra))
-    print("|---|---|---|---|---|---|---|" + "---|" * (args.probe + 2 * args.ablate))
+    print("| encoder | delay | distractor std | seed | updates | success | sampled | train s |" + "".join(extra))
+    print("|---|---|---|---|---|---|---|---|" + "---|" * (args.probe + 2 * args.ablate))
     for delay in args.delays:
         for std in args.stds:
             task = RecallTask(delay=delay, distractor_std=std, episodes=args.episodes)
             for encoder in args.encoders:
                 for seed in args.seeds:
-                    run = RecallRun(encoder=encoder, updates=args.updates, seed=seed, agent=agent)
+                    run = RecallRun(
+                        encoder=encoder, updates=args.updates, seed=seed, agent=agent, hide_rl2=args.hide_rl2
+                    )
                     r = train_and_score(task, run, workdir)
-                    row = f"| {encoder} | {delay} | {std:g} | {seed} | {args.updates} | {r['success']:.2f} | {r['train_s']:.0f} |"
+                    row = (
+                        f"| {encoder} | {delay} | {std:g} | {seed} | {args.updates} | {r['success']:.2f} | "
+                        f"{r['success_sampled']:.2f} | {r['train_s']:.0f} |"
+                    )
                     if args.probe:
                         row += f" {supervised_probe(task, run, workdir)['probe_solved_at']} |"
                     if args.ablate:

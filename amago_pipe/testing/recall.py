@@ -62,6 +62,8 @@ class RecallRun:
     updates: int = 1200
     seed: int = 0
     batch_size: int = 24
+    hide_rl2: bool = False
+    """Hide the previous action and reward from the model (the waiting steps' actions are random in the data)."""
     agent: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
 
@@ -104,7 +106,7 @@ def train_config(task: RecallTask, run: RecallRun) -> TrainStageConfig:
         "seed": run.seed,
         "num_threads": 1,
         "model": {
-            "tstep_encoder": {"type": "ff", "d_hidden": 128, "d_output": 64},
+            "tstep_encoder": {"type": "ff", "d_hidden": 128, "d_output": 64, "hide_rl2": run.hide_rl2},
             "traj_encoder": SMALL_TRAJ[run.encoder],
         },
         "agent": {"type": "agent", "actor": {"d_hidden": 128}, "critic": {"d_hidden": 128}, **run.agent},
@@ -115,7 +117,8 @@ def train_config(task: RecallTask, run: RecallRun) -> TrainStageConfig:
 
 
 def train_and_score(task: RecallTask, run: RecallRun, workdir: Path, *, eval_episodes: int = 200) -> dict[str, Any]:
-    """Train offline on the task's dataset, then roll out greedily; returns success rate and timings."""
+    """Train offline on the task's dataset, then roll out greedily and with sampled actions; success rates and
+    timings."""
     store = recall_store(task, workdir)
     cfg = train_config(task, run)
     started = time.perf_counter()
@@ -123,12 +126,19 @@ def train_and_score(task: RecallTask, run: RecallRun, workdir: Path, *, eval_epi
     learner = Learner(cfg, store, out_dir, seed=run.seed, hooks=LearnerHooks())
     learner.run()
     train_s = time.perf_counter() - started
-    result = run_episodes(
-        learner.agent, task.env(20, 10_000 + run.seed), eval_episodes, spec=store.spec, greedy=True,
-        seed=10_000 + run.seed, where="recall",
-    )  # fmt: skip
-    summary = result.summary()
-    return {"success": float(summary["success_rate"]), "train_s": round(train_s, 1), "updates": run.updates}
+    success = {
+        greedy: run_episodes(
+            learner.agent, task.env(20, 10_000 + run.seed), eval_episodes, spec=store.spec, greedy=greedy,
+            seed=10_000 + run.seed, where="recall",
+        ).summary()["success_rate"]
+        for greedy in (True, False)
+    }  # fmt: skip
+    return {
+        "success": float(success[True]),
+        "success_sampled": float(success[False]),
+        "train_s": round(train_s, 1),
+        "updates": run.updates,
+    }
 
 
 def supervised_probe(task: RecallTask, run: RecallRun, workdir: Path, *, check_every: int = 50) -> dict[str, Any]:
