@@ -6,6 +6,7 @@ All run in NEXT_STEP autoreset mode (BatchedEnv refuses others) and come wrapped
 
 from __future__ import annotations
 
+import sys
 import warnings
 from dataclasses import replace
 
@@ -31,7 +32,9 @@ def make_vector_env(cfg: EnvConfig, *, n_envs: int | None = None, where: str = "
             # a worker's error is re-raised here naming its env (IndexedEnv); gymnasium's copy of its traceback
             # (a UserWarning) would print a traceback the user did not ask for (--debug shows ours)
             warnings.filterwarnings("ignore", category=UserWarning, module="gymnasium.vector.async_vector_env")
-            return AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
+            # forking a process that runs JAX's threads (a gymnax env in this process) can deadlock the child
+            context = "forkserver" if "jax" in sys.modules else None
+            return AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP, context=context)
         return SyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP)
     except (RuntimeError, ValueError, AssertionError) as e:
         raise ConfigError(
