@@ -64,7 +64,7 @@ def main() -> None:
                     run = RecallRun(
                         encoder=encoder, updates=args.updates, seed=seed, agent=agent, hide_rl2=args.hide_rl2
                     )
-                    r = train_and_score(task, run, workdir)
+                    r = train_and_score(task, run, workdir, sampled=True)
                     row = (
                         f"| {encoder} | {delay} | {std:g} | {seed} | {args.updates} | {r['success']:.2f} | "
                         f"{r['success_sampled']:.2f} | {r['train_s']:.0f} |"

@@ -116,29 +116,25 @@ def train_config(task: RecallTask, run: RecallRun) -> TrainStageConfig:
     return _built(TrainStageConfig, data)  # type: ignore[no-any-return]
 
 
-def train_and_score(task: RecallTask, run: RecallRun, workdir: Path, *, eval_episodes: int = 200) -> dict[str, Any]:
-    """Train offline on the task's dataset, then roll out greedily and with sampled actions; success rates and
-    timings."""
+def train_and_score(
+    task: RecallTask, run: RecallRun, workdir: Path, *, eval_episodes: int = 200, sampled: bool = False
+) -> dict[str, Any]:
+    """Train offline on the task's dataset, then roll out greedily (and, with `sampled`, with sampled actions too:
+    `success_sampled`); returns success rates and timings."""
     store = recall_store(task, workdir)
     cfg = train_config(task, run)
     started = time.perf_counter()
     out_dir = workdir / f"run-{run.encoder}-d{task.delay}-std{task.distractor_std:g}-s{run.seed}-{time.time_ns()}"
     learner = Learner(cfg, store, out_dir, seed=run.seed, hooks=LearnerHooks())
     learner.run()
-    train_s = time.perf_counter() - started
-    success = {
-        greedy: run_episodes(
+    out: dict[str, Any] = {"train_s": round(time.perf_counter() - started, 1), "updates": run.updates}
+    for key, greedy in [("success", True), ("success_sampled", False)][: 1 + sampled]:
+        result = run_episodes(
             learner.agent, task.env(20, 10_000 + run.seed), eval_episodes, spec=store.spec, greedy=greedy,
             seed=10_000 + run.seed, where="recall",
-        ).summary()["success_rate"]
-        for greedy in (True, False)
-    }  # fmt: skip
-    return {
-        "success": float(success[True]),
-        "success_sampled": float(success[False]),
-        "train_s": round(train_s, 1),
-        "updates": run.updates,
-    }
+        )  # fmt: skip
+        out[key] = float(result.summary()["success_rate"])
+    return out
 
 
 def supervised_probe(task: RecallTask, run: RecallRun, workdir: Path, *, check_every: int = 50) -> dict[str, Any]:
