@@ -47,7 +47,14 @@ def main() -> None:
     p.add_argument("--ablate", action="store_true", help="also train the critic alone (answer step / every step)")
     p.add_argument("--agent", type=json.loads, default={}, help="agent overrides as JSON, e.g. '{\"n_step\": 8}'")
     p.add_argument("--memory-recipe", action="store_true", help="add the README's memory recipe to --agent")
-    p.add_argument("--hide-rl2", action="store_true", help="hide the previous action and reward from the model")
+    p.add_argument(
+        "--hide-rl2",
+        nargs="?",
+        const=True,
+        default=False,
+        choices=["action"],
+        help="hide the previous action and reward from the model (`--hide-rl2 action`: the action only)",
+    )
     p.add_argument("--workdir", type=Path, default=None)
     args = p.parse_args()
     agent = {**(MEMORY_RECIPE if args.memory_recipe else {}), **args.agent}

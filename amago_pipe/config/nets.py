@@ -54,8 +54,10 @@ class TstepEncoderConfig(Component):
 
     keys: dict[str, ObsKeyConfig] = field(default_factory=dict)
     """Per observation key overrides (`{key: {use: ignore}}`); keys not listed are handled automatically."""
-    hide_rl2: bool = False
-    """Zero the previous reward and action inputs (keeps the layer sizes; a memory ablation)."""
+    hide_rl2: bool | Literal["action"] = False
+    """Zero the previous reward and action inputs (`true`), or only the previous action (`action`: meta-RL keeps
+    its reward signal while greedy evaluation cannot feed the model action sequences it never saw); keeps the
+    layer sizes."""
     activation: Activation = "leaky_relu"
     """Activation of the hidden layers."""
     out_norm: Norm = "layer"

@@ -40,7 +40,7 @@ class FFTstepEncoder(TstepEncoder):
     def forward(self, obs: dict[str, torch.Tensor], rl2: torch.Tensor) -> torch.Tensor:
         check_obs(obs, self.plans, rl2, self.rl2_dim)
         x = self.obs_norm(_vector_input(obs, self.plans, rl2))  # (B, L, obs_dim)
-        rl2 = torch.zeros_like(rl2) if self.hide_rl2 else rl2
+        rl2 = shown_rl2(rl2, self.hide_rl2)
         return self.out_norm(self.net(torch.cat((x, rl2), dim=-1)))  # (B, L, D)
 
 
@@ -89,9 +89,16 @@ class CnnTstepEncoder(TstepEncoder):
             feats = self.img_heads[_safe(p.key)](self.cnns[_safe(p.key)](imgs))  # (B*L, img_features)
             parts.append(feats.view(batch, length, -1))
         vec = self.vec_norm(_vector_input(obs, self.vector_plans, rl2))  # (B, L, vec_dim)
-        rl2 = torch.zeros_like(rl2) if self.cfg.hide_rl2 else rl2
+        rl2 = shown_rl2(rl2, self.cfg.hide_rl2)
         parts.append(self.vec_head(torch.cat((vec, rl2), dim=-1)))  # (B, L, vector_features)
         return self.out_norm(self.merge(torch.cat(parts, dim=-1)))  # (B, L, D)
+
+
+def shown_rl2(rl2: torch.Tensor, hide: bool | str) -> torch.Tensor:
+    """`rl2` (previous reward, then action features) with the parts `hide_rl2` hides set to zero."""
+    if hide == "action":
+        return torch.cat((rl2[..., :1], torch.zeros_like(rl2[..., 1:])), dim=-1)
+    return torch.zeros_like(rl2) if hide else rl2
 
 
 def _safe(key: str) -> str:

@@ -62,8 +62,8 @@ class RecallRun:
     updates: int = 1200
     seed: int = 0
     batch_size: int = 24
-    hide_rl2: bool = False
-    """Hide the previous action and reward from the model (the waiting steps' actions are random in the data)."""
+    hide_rl2: bool | str = False
+    """`tstep_encoder.hide_rl2`: hide the previous action and reward (`True`) or the action only (`"action"`)."""
     agent: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
 

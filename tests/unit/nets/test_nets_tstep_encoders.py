@@ -58,6 +58,16 @@ class TestContract:
         a, b = enc(obs, rl2_for(multimodal_spec, 1, 2)), enc(obs, rl2_for(multimodal_spec, 1, 2))
         torch.testing.assert_close(a, b)
 
+    def test_hide_rl2_action_keeps_the_previous_reward(self, name: str, multimodal_spec: DataSpec) -> None:
+        enc = make(name, multimodal_spec, hide_rl2="action").eval()
+        obs, rl2 = random_obs(multimodal_spec, 1, 2), rl2_for(multimodal_spec, 1, 2)
+        other_action = rl2.clone()
+        other_action[..., 1:] = torch.randn_like(rl2[..., 1:])
+        torch.testing.assert_close(enc(obs, rl2), enc(obs, other_action))
+        other_reward = rl2.clone()
+        other_reward[..., 0] += 1.0
+        assert not torch.allclose(enc(obs, rl2), enc(obs, other_reward))
+
     def test_wrong_observation_shape_is_a_data_error(self, name: str, multimodal_spec: DataSpec) -> None:
         enc = make(name, multimodal_spec)
         obs = random_obs(multimodal_spec, 2, 3)
