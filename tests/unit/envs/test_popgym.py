@@ -20,9 +20,10 @@ from amago_pipe.envs.vector import make_batched_env
 from amago_pipe.errors import ConfigError, MissingDependencyError
 
 FACTORY = "amago_pipe.envs.popgym:make_popgym"
-PIPELINE_TASKS = ["RepeatPreviousEasy", "AutoencodeEasy", "CountRecallEasy"]
+PIPELINE_TASKS = ["RepeatFirstEasy", "RepeatPreviousEasy", "AutoencodeEasy"]
+"""The tasks of pipelines/popgym-memory.yaml."""
 SHARED = {"obs_size": 6, "n_actions": 27}
-"""The padding used by pipelines/popgym-memory.yaml."""
+"""Padding that gives these tasks and CountRecallEasy (27 actions) one DataSpec."""
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ def _check(env: gym.Env) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", [*PIPELINE_TASKS, "BattleshipEasy", "PositionOnlyPendulumEasy", "MultiarmedBanditEasy"]
+    "name", [*PIPELINE_TASKS, "CountRecallEasy", "BattleshipEasy", "PositionOnlyPendulumEasy", "MultiarmedBanditEasy"]
 )
 def test_tasks_pass_gymnasium_check_env(popgym: Any, name: str) -> None:
     env = make_popgym(name)
@@ -57,13 +58,19 @@ def test_discrete_observations_become_one_hot(popgym: Any) -> None:
 
 
 def test_padding_gives_tasks_one_shared_spec(popgym: Any) -> None:
-    envs = [make_popgym(name, **SHARED) for name in PIPELINE_TASKS]
+    envs = [make_popgym(name, **SHARED) for name in [*PIPELINE_TASKS, "CountRecallEasy"]]
     assert {e.observation_space.shape for e in envs} == {(6,)}
     assert all(e.action_space == gym.spaces.Discrete(27) for e in envs)
-    obs, _ = envs[0].reset(seed=0)  # RepeatPrevious: 4 one-hot features, then 2 zeros
+    obs, _ = envs[1].reset(seed=0)  # RepeatPrevious: 4 one-hot features, then 2 zeros
     assert obs[:4].sum() == 1.0 and not obs[4:].any()
     for env in envs:
         _check(env)
+
+
+def test_pipeline_tasks_share_a_spec_without_action_padding(popgym: Any) -> None:
+    envs = [make_popgym(name, obs_size=6) for name in PIPELINE_TASKS]
+    assert {e.observation_space.shape for e in envs} == {(6,)}
+    assert all(e.action_space == gym.spaces.Discrete(4) for e in envs)
 
 
 def test_extra_action_ids_wrap_around(popgym: Any) -> None:
