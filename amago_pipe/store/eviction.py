@@ -16,6 +16,10 @@ from amago_pipe.store.info import SegmentMarker
 from amago_pipe.store.reader import SegmentVanished
 from amago_pipe.store.segments import SegmentBuilder
 
+MAX_PASSES = 4
+"""Eviction re-lists and goes again while the partition is over capacity: a concurrent evictor's drops can make
+one pass's view stale (two writers sealing at once left a FIFO one segment over its capacity)."""
+
 
 def evict(files: StoreFiles, partition: str, max_timesteps: int) -> int:
     """Remove the oldest episodes until at most `max_timesteps` remain; returns the timesteps removed.
@@ -23,12 +27,22 @@ def evict(files: StoreFiles, partition: str, max_timesteps: int) -> int:
     Whole episodes only: an episode is kept entirely or removed entirely (one longer than `max_timesteps`
     goes). Older segments are dropped whole; the segment holding the boundary is rewritten with its newest
     episodes (it keeps its place in the FIFO order). A writer killed mid-trim loses that segment's kept
-    episodes at worst, never more than that segment.
+    episodes at worst, never more than that segment. Each pass works on a fresh listing (up to MAX_PASSES).
     """
     if max_timesteps < 0:
         raise DataError(f"evict: max_timesteps must be >= 0, got {max_timesteps}")
-    markers = files.markers(partition)
-    excess = sum(m.info.timesteps for m in markers) - max_timesteps
+    removed = 0
+    for _ in range(MAX_PASSES):
+        markers = files.markers(partition)
+        excess = sum(m.info.timesteps for m in markers) - max_timesteps
+        if excess <= 0:
+            break
+        removed += _evict_pass(files, partition, markers, excess)
+    return removed
+
+
+def _evict_pass(files: StoreFiles, partition: str, markers: list[SegmentMarker], excess: int) -> int:
+    """One pass over `markers` (oldest first): drop whole segments, trim the boundary one; timesteps removed."""
     victims: list[str] = []
     boundary: tuple[SegmentMarker, int] | None = None
     for m in markers:

@@ -7,7 +7,7 @@ import pytest
 
 from amago_pipe.errors import DataError
 from amago_pipe.store import TrajectoryStore
-from amago_pipe.store.eviction import _trim
+from amago_pipe.store.eviction import _trim, evict
 from amago_pipe.store.verify import verify_store
 from amago_pipe.testing.episodes import example_specs, random_episode
 
@@ -73,6 +73,31 @@ def test_a_trim_that_lost_the_race_writes_nothing(tmp_path) -> None:
     reread = TrajectoryStore.open(store.url)
     assert reread.partition_info("fifo").timesteps == 50 and len(list(reread.iter_episodes("fifo"))) == 5
     assert verify_store(reread).findings == []  # the loser's unsealed copy was removed too
+
+
+class _FirstListingStale:
+    """StoreFiles whose first `markers()` answer is an older listing: a segment another writer sealed meanwhile
+    is missing from it, as when two writers seal and evict at once."""
+
+    def __init__(self, files, stale):
+        self.files, self.stale = files, stale
+
+    def markers(self, partition):
+        stale, self.stale = self.stale, None
+        return stale if stale is not None else self.files.markers(partition)
+
+    def __getattr__(self, name):
+        return getattr(self.files, name)
+
+
+def test_eviction_goes_again_when_its_listing_was_stale(tmp_path) -> None:
+    store = TrajectoryStore.create(tmp_path / "s.zarr", BOX)
+    _one_big_segment(store, [10] * 5, first=0)
+    _one_big_segment(store, [10] * 5, first=5)
+    before = store.markers("fifo")
+    _one_big_segment(store, [10] * 3, first=10)  # sealed by "another writer" after that listing
+    assert evict(_FirstListingStale(store.files, before), "fifo", 60) == 70
+    assert [e.meta["i"] for e in TrajectoryStore.open(store.url).iter_episodes("fifo")] == [7, 8, 9, 10, 11, 12]
 
 
 def test_protected_refusal_names_the_cli_command(tmp_path) -> None:
