@@ -99,6 +99,13 @@ def _print_description(data: dict[str, Any]) -> None:
             )
             for line in lines:
                 out.print("  " + line, markup=False)
+            ends = p["ends"]
+            out.print(
+                f"  steps per episode {p['length_min']:,} to {p['length_max']:,} (mean {p['length_mean']:.1f}); "
+                f"ends: {ends['terminated']:,} terminated, {ends['truncated']:,} truncated (time limit), "
+                f"{ends['open']:,} open (pieces or unmarked)",
+                markup=False,
+            )
     spec = data["spec"]
     out.print("[bold]spec[/bold]")
     for key, arr in spec["observations"].items():

@@ -17,7 +17,7 @@ import numpy as np
 
 from amago_pipe.errors import DataError
 from amago_pipe.store.info import SegmentMarker
-from amago_pipe.store.reader import SegmentVanished
+from amago_pipe.store.reader import SegmentVanished, open_segment, read_rows
 from amago_pipe.store.segments import SegmentBuilder
 from amago_pipe.store.zarr_store import TrajectoryStore
 
@@ -42,12 +42,18 @@ def describe_store(store: TrajectoryStore) -> dict[str, Any]:
     from amago_pipe.store.verify import verify_store
 
     checked = verify_store(store, deep=False)
+    damaged = {(f.partition, f.segment) for f in checked.findings if f.status == "damaged"}
     partitions: dict[str, Any] = {}
     for name in store.partitions():
         info = store.partition_info(name).to_json()
         markers = store.markers(name)
         returns = np.concatenate([m.returns for m in markers]) if markers else np.zeros(0)
         info["return_histogram"] = return_histogram(returns)
+        lengths = np.concatenate([m.lengths for m in markers]) if markers else np.zeros(0, np.int64)
+        info["length_min"] = int(lengths.min()) if len(lengths) else None
+        info["length_mean"] = float(lengths.mean()) if len(lengths) else None
+        info["length_max"] = int(lengths.max()) if len(lengths) else None
+        info["ends"] = episode_ends(store, [m for m in markers if (name, m.info.id) not in damaged])
         info["oldest_segment"] = markers[0].info.created if markers else None
         info["newest_segment"] = markers[-1].info.created if markers else None
         partitions[name] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in info.items()}
@@ -64,6 +70,25 @@ def describe_store(store: TrajectoryStore) -> dict[str, Any]:
         "ok": checked.ok,
         "findings": [f.__dict__ for f in checked.findings],
     }
+
+
+def episode_ends(store: TrajectoryStore, markers: list[SegmentMarker]) -> dict[str, int]:
+    """How the episodes of `markers` end: `terminated` (a terminal state), `truncated` (a time limit) or
+    `open` (neither: a piece of a longer episode, or a dataset that marks no end). Reads two flags per episode;
+    segments evicted meanwhile are skipped."""
+    ends = {"terminated": 0, "truncated": 0, "open": 0}
+    for marker in markers:
+        last = marker.row_offsets + marker.lengths - 1  # (E,) the row of each episode's final step
+        try:
+            _, arrays = open_segment(store.files, marker)
+            flags = read_rows(store.files, marker, {k: arrays[k] for k in ("terminated", "truncated")}, last)
+        except (SegmentVanished, DataError):  # evicted meanwhile, or damaged: `findings` reports the latter
+            continue
+        terminated, truncated = flags["terminated"], flags["truncated"] & ~flags["terminated"]
+        ends["terminated"] += int(terminated.sum())
+        ends["truncated"] += int(truncated.sum())
+        ends["open"] += int((~(terminated | truncated)).sum())
+    return ends
 
 
 def histogram_lines(hist: dict[str, Any], width: int = 30) -> list[str]:

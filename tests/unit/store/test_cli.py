@@ -48,9 +48,16 @@ def store_path(tmp_path: Path) -> str:
     store = TrajectoryStore.create(tmp_path / "s.zarr", BOX)
     rng = np.random.default_rng(0)
     for partition, count in (("protected", 2), ("fifo", 4)):
-        for _ in range(count):
-            with store.writer(partition) as w:
-                w.add(random_episode(BOX, 10, rng))
+        for i in range(count):
+            with store.writer(
+                partition
+            ) as w:  # ends alternate terminated, truncated; fifo: lengths 10, 10, 8, 12, last open
+                ep = random_episode(
+                    BOX, 10 if partition == "protected" else (10, 10, 8, 12)[i], rng, terminated=i % 2 == 0
+                )
+                if partition == "fifo" and i == 3:
+                    ep.truncated[-1] = False
+                w.add(ep)
     return str(tmp_path / "s.zarr")
 
 
@@ -60,6 +67,9 @@ def test_inspect_json_is_machine_readable(store_path: str) -> None:
     assert code == 0 and data["format_version"] == 1 and data["spec"] == BOX.to_json()
     fifo = data["partitions"]["fifo"]
     assert (fifo["kind"], fifo["segments"], fifo["episodes"], fifo["timesteps"]) == ("fifo", 4, 4, 40)
+    assert (fifo["length_min"], fifo["length_mean"], fifo["length_max"]) == (8, 10.0, 12)
+    assert fifo["ends"] == {"terminated": 2, "truncated": 1, "open": 1}
+    assert data["partitions"]["protected"]["ends"] == {"terminated": 1, "truncated": 1, "open": 0}
     assert sum(fifo["return_histogram"]["counts"]) == 4 and len(fifo["return_histogram"]["edges"]) == 11
     assert data["total"]["timesteps"] == 60
 
@@ -68,6 +78,7 @@ def test_inspect_text_shows_partitions_histogram_and_spec(store_path: str) -> No
     code, out, _ = _run("store", "inspect", store_path)
     assert code == 0
     assert "protected  protected" in out and "fifo       fifo" in out and "returns of fifo: 4 episodes, min" in out
+    assert "steps per episode 8 to 12 (mean 10.0); ends: 2 terminated, 1 truncated (time limit), 1 open" in out
     assert "█" in out and "obs   observation" in out and "action continuous shape=(2,)" in out
 
 
