@@ -174,6 +174,10 @@ class GruConfig(TrajEncoderConfig):
     """Normalisation of the output."""
     dropout: float = 0.0
     """Dropout between GRU layers."""
+    gate_init: Literal["chrono", "uniform"] = "chrono"
+    """Update-gate biases at the start: `chrono` draws them as log U(1, max_seq_len - 1), so units start out
+    keeping their state for 2 to max_seq_len steps (chrono initialisation); `uniform`: PyTorch's default, under
+    which a unit keeps about half of its state per step."""
 
     def __post_init__(self) -> None:
         _positive(self, "d_model", "n_layers")
