@@ -28,10 +28,10 @@ def main() -> None:
     import torch
 
     from amago_pipe.testing.recall import (
-        MEMORY_RECIPE,
         RecallRun,
         RecallTask,
         critic_ablation,
+        memory_recipe,
         supervised_probe,
         train_and_score,
     )
@@ -46,7 +46,9 @@ def main() -> None:
     p.add_argument("--probe", action="store_true", help="also train the supervised probe")
     p.add_argument("--ablate", action="store_true", help="also train the critic alone (answer step / every step)")
     p.add_argument("--agent", type=json.loads, default={}, help="agent overrides as JSON, e.g. '{\"n_step\": 8}'")
-    p.add_argument("--memory-recipe", action="store_true", help="add the README's memory recipe to --agent")
+    p.add_argument(
+        "--memory-recipe", action="store_true", help="add the README's memory recipe (per encoder) to --agent"
+    )
     p.add_argument(
         "--hide-rl2",
         nargs="?",
@@ -57,7 +59,6 @@ def main() -> None:
     )
     p.add_argument("--workdir", type=Path, default=None)
     args = p.parse_args()
-    agent = {**(MEMORY_RECIPE if args.memory_recipe else {}), **args.agent}
     torch.set_num_threads(1)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-memory-"))
     extra = [" probe >=95% at |"] * args.probe + [" critic, answer step only | critic, every step |"] * args.ablate
@@ -68,6 +69,7 @@ def main() -> None:
             task = RecallTask(delay=delay, distractor_std=std, episodes=args.episodes)
             for encoder in args.encoders:
                 for seed in args.seeds:
+                    agent = {**(memory_recipe(encoder) if args.memory_recipe else {}), **args.agent}
                     run = RecallRun(
                         encoder=encoder, updates=args.updates, seed=seed, agent=agent, hide_rl2=args.hide_rl2
                     )

@@ -155,7 +155,7 @@ class Agent(nn.Module):
         out = self.critic(s)  # (K, B, L, G, A[, N])
         ids = batch.actions[None, :, :, None, None].expand(out.shape[0], bsz, length, out.shape[3], 1)
         critic_out = self._gather_action(out, ids)  # (K, B, L, G[, N])
-        dist = self.actor(s)  # batch (B, L, G)
+        dist = self.actor(self._actor_input(s))  # batch (B, L, G)
         q_all = self.values(out.detach(), axis=-2, detach=True)  # (K, B, L, G, A)
         q_pi = (q_all * dist.probs).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G): gradient into the actor
         q_data = q_all.gather(-1, ids).squeeze(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
@@ -173,7 +173,7 @@ class Agent(nn.Module):
             data_terms = self._next_data_terms(s_next, next_dist, batch) if self.tree_backup else ()
             targets = self.targets(batch, v_next, *data_terms)  # (B, L, G)
         critic_out = self.critic(s, self._features(batch.actions))  # (K, B, L, G[, N])
-        dist = self.actor(s)  # batch (B, L, G)
+        dist = self.actor(self._actor_input(s))  # batch (B, L, G)
         with torch.no_grad():
             q_all = self.values(self.critic.forward_candidates(s, self.candidates), axis=-2)  # (K, B, L, G, M)
             q_data = self.values(critic_out).permute(1, 2, 0, 3)  # (B, L, K, G)
@@ -200,7 +200,7 @@ class Agent(nn.Module):
             )
             targets = self.targets(batch, v_next.permute(1, 2, 0, 3), *data_terms)  # (B, L, G)
         critic_out = self.critic(s, self._features(batch.actions))  # (K, B, L, G[, N]): shared by all gammas
-        dist = self.actor(s)  # batch (B, L, G), event (A,)
+        dist = self.actor(self._actor_input(s))  # batch (B, L, G), event (A,)
         if dist.has_rsample:
             a_pi = dist.rsample()  # (B, L, G, A)
             q_pi = self.values(self.frozen_critic(s.detach(), a_pi), detach=True).permute(1, 2, 0, 3)  # (B, L, K, G)
@@ -241,6 +241,10 @@ class Agent(nn.Module):
         a_next = shift_steps(batch.actions, 1, 0)  # (B, L[, A]) a_{t+1}
         q = self.values(self.target_critic(s_next, self._features(a_next)), raw=True)  # (K, B, L, G)
         return q.permute(1, 2, 0, 3), next_dist.log_prob(self._data_actions(a_next)).exp()
+
+    def _actor_input(self, states: torch.Tensor) -> torch.Tensor:
+        """The states the actor's loss sees: detached unless `actor_trains_model`."""
+        return states if self.cfg.actor_trains_model else states.detach()
 
     def _features(self, actions: torch.Tensor) -> torch.Tensor:
         """Policy-space actions -> the critic's input features (one-hots, bits or values)."""

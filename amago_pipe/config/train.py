@@ -87,6 +87,9 @@ class AgentConfig(Component):
     """PopArt's statistics update rate."""
     use_target_actor: bool = True
     """Sample the next action of TD targets from the Polyak-averaged actor (else the online actor)."""
+    actor_trains_model: bool = True
+    """Let the actor's loss train the shared sequence model too (AMAGO); false: the actor trains its head only
+    and the sequence model learns from the critic alone (as SAC-AE / DrQ do for their encoders)."""
     value_samples: int = 4
     """Continuous actions: policy samples averaged to estimate V(s) = E_pi Q(s, a) for the advantage."""
     target_samples: int = 1

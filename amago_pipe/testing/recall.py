@@ -39,6 +39,11 @@ MEMORY_RECIPE: dict[str, Any] = {"nstep_correction": "tree_backup", "critic_loss
 """The README's memory recipe: agent keys added to the defaults for memory tasks learned from exploratory data."""
 
 
+def memory_recipe(encoder: str) -> dict[str, Any]:
+    """The memory recipe for a trajectory encoder: a GRU also keeps the actor's gradient out of the sequence model."""
+    return {**MEMORY_RECIPE, **({"actor_trains_model": False} if encoder == "gru" else {})}
+
+
 @dataclass(frozen=True)
 class RecallTask:
     """One DelayedRecall variant and its offline dataset."""

@@ -61,6 +61,22 @@ def test_update_gives_finite_loss_and_gradients_to_every_trained_part(batches, k
     assert all(p.grad is None for p in agent.target_actor.parameters())
 
 
+@pytest.mark.parametrize("trains_model", [True, False])
+@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+def test_actor_trains_model_decides_whether_the_actor_loss_reaches_the_sequence_model(
+    batches, kind: str, trains_model: bool
+) -> None:
+    torch.manual_seed(0)
+    agent = _agent(kind, "agent", actor_trains_model=trains_model)
+    batch = batches[kind]
+    states, _ = agent.model(batch.obs, batch.rl2, batch.time)
+    terms = (agent.discrete_terms if agent.discrete else agent.sampled_terms)(states, batch)
+    (-(terms.q_pi.mean() + terms.logp_data.mean())).backward()  # the actor's two terms, no critic loss
+    reached = [p.grad is not None and bool(p.grad.abs().sum() > 0) for p in agent.model.parameters()]
+    assert any(reached) == trains_model
+    assert all(p.grad is not None for p in agent.actor.parameters())
+
+
 @pytest.mark.parametrize("kind", ["discrete", "continuous"])
 def test_policy_gradient_term_leaves_the_critics_untouched(batches, kind: str) -> None:
     """The critics seen by the actor loss take no gradient (AMAGO's copy accumulated its own)."""
