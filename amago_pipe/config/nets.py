@@ -174,10 +174,11 @@ class GruConfig(TrajEncoderConfig):
     """Normalisation of the output."""
     dropout: float = 0.0
     """Dropout between GRU layers."""
-    gate_init: Literal["chrono", "uniform"] = "chrono"
-    """Update-gate biases at the start: `chrono` draws them as log U(1, max_seq_len - 1), so units start out
-    keeping their state for 2 to max_seq_len steps (chrono initialisation); `uniform`: PyTorch's default, under
-    which a unit keeps about half of its state per step."""
+    gate_init: Literal["mixed", "chrono", "uniform"] = "mixed"
+    """Update-gate biases at the start. `chrono`: every unit's drawn as log U(1, max_seq_len - 1), so units start
+    out keeping their state for 2 to max_seq_len steps (chrono initialisation: best for long-range recall);
+    `uniform`: PyTorch's default, under which a unit keeps about half its state per step (short memories, e.g.
+    the last few observations); `mixed`: half the units each way."""
 
     def __post_init__(self) -> None:
         _positive(self, "d_model", "n_layers")

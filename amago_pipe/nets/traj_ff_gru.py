@@ -67,8 +67,8 @@ class GruTrajEncoder(TrajEncoder):
         self.d_in, self.out_dim = d_in, cfg.d_model
         self.n_layers = cfg.n_layers
         self.gru = nn.GRU(d_in, cfg.d_model, num_layers=cfg.n_layers, batch_first=True, dropout=cfg.dropout)
-        if cfg.gate_init == "chrono":
-            chrono_init(self.gru, max_seq_len)
+        if cfg.gate_init != "uniform":
+            chrono_init(self.gru, max_seq_len, units=cfg.d_model if cfg.gate_init == "chrono" else cfg.d_model // 2)
         self.out_norm = norm_layer(cfg.norm, cfg.d_model)
 
     def forward(
@@ -90,12 +90,14 @@ class GruTrajEncoder(TrajEncoder):
 
 
 @torch.no_grad()
-def chrono_init(gru: nn.GRU, max_seq_len: int) -> None:
-    """Update-gate biases log U(1, T - 1), T = max_seq_len (Tallec & Ollivier, 2018): unit i starts out keeping
-    its state for about 1 + exp(b_i) steps, spread over [2, T], instead of halving it every step. nn.GRU keeps
-    the gates' biases as (reset, update, new) blocks; the update gate z keeps the old state: h' = (1 - z) n + z h."""
+def chrono_init(gru: nn.GRU, max_seq_len: int, *, units: int) -> None:
+    """Chrono initialisation (Tallec & Ollivier, 2018) of the last `units` units of every layer: update-gate
+    biases log U(1, T - 1), T = max_seq_len, so each starts out keeping its state for about 1 + exp(b) steps,
+    spread over [2, T], instead of halving it every step; the other units keep PyTorch's initialisation.
+    nn.GRU keeps the gates' biases as (reset, update, new) blocks; the update gate z keeps the old state:
+    h' = (1 - z) n + z h."""
     hidden = gru.hidden_size
+    chrono = slice(2 * hidden - units, 2 * hidden)
     for layer in range(gru.num_layers):
-        bias_ih, bias_hh = getattr(gru, f"bias_ih_l{layer}"), getattr(gru, f"bias_hh_l{layer}")
-        bias_ih[hidden : 2 * hidden] = 0.0
-        bias_hh[hidden : 2 * hidden] = torch.empty(hidden).uniform_(1.0, max(2.0, max_seq_len - 1.0)).log()
+        getattr(gru, f"bias_ih_l{layer}")[chrono] = 0.0
+        getattr(gru, f"bias_hh_l{layer}")[chrono] = torch.empty(units).uniform_(1.0, max(2.0, max_seq_len - 1.0)).log()

@@ -31,17 +31,19 @@ RECALL_ID = "amago_pipe/DelayedRecall-v0"
 SMALL_TRAJ: dict[str, dict[str, Any]] = {
     "transformer": {"type": "transformer", "d_model": 64, "n_heads": 4, "n_layers": 2},
     "gru": {"type": "gru", "d_model": 64},
+    "gru-chrono": {"type": "gru", "d_model": 64, "gate_init": "chrono"},
     "mamba": {"type": "mamba", "d_model": 64, "n_layers": 2},
     "ff": {"type": "ff", "d_model": 64},
 }
-"""The small sequence models the memory check compares (the `ff` one has no memory: the control)."""
+"""The small sequence models the memory check compares (the `ff` one has no memory: the control; `gru-chrono`:
+every GRU unit chrono-initialised, the setting for long-range recall)."""
 MEMORY_RECIPE: dict[str, Any] = {"nstep_correction": "tree_backup", "critic_loss": "huber"}
 """The README's memory recipe: agent keys added to the defaults for memory tasks learned from exploratory data."""
 
 
 def memory_recipe(encoder: str) -> dict[str, Any]:
     """The memory recipe for a trajectory encoder: a GRU also keeps the actor's gradient out of the sequence model."""
-    return {**MEMORY_RECIPE, **({"actor_trains_model": False} if encoder == "gru" else {})}
+    return {**MEMORY_RECIPE, **({"actor_trains_model": False} if encoder.startswith("gru") else {})}
 
 
 @dataclass(frozen=True)

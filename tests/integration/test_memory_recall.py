@@ -47,9 +47,10 @@ def test_memory_recipe_learns_recall_under_distractor_noise(workdir: Path) -> No
 
 @pytest.mark.slow
 def test_gru_memory_recipe_learns_recall_under_distractor_noise(workdir: Path) -> None:
-    """The GRU's memory recipe adds `actor_trains_model: false` (RESULTS.md, "The GRU"); seed 0 of 3 (1.0 / 0.74 / 1.0)."""
+    """Chrono-initialised GRU + the memory recipe with `actor_trains_model: false` (RESULTS.md, "The GRU"); seed 0
+    of 3 (1.0 / 0.74 / 1.0)."""
     task = RecallTask(delay=30, distractor_std=0.5, episodes=800)
-    run = RecallRun(encoder="gru", updates=1200, agent=memory_recipe("gru"))
+    run = RecallRun(encoder="gru-chrono", updates=1200, agent=memory_recipe("gru-chrono"))
     assert train_and_score(task, run, workdir, eval_episodes=100)["success"] >= 0.95
 
 

@@ -1,4 +1,4 @@
-"""The GRU's chrono initialisation: update-gate biases spread over the window, so state survives the window."""
+"""The GRU's gate initialisations: chrono units keep their state across the window; uniform ones forget it."""
 
 from __future__ import annotations
 
@@ -19,19 +19,26 @@ def _encoder(gate_init: str, seed: int = 0) -> GruTrajEncoder:
     return GruTrajEncoder(d_in=D_IN, max_seq_len=T, cfg=cfg)
 
 
-def test_chrono_biases_span_one_step_to_the_window() -> None:
-    gru = _encoder("chrono").gru
+@pytest.mark.parametrize(("gate_init", "chrono_units"), [("chrono", HIDDEN), ("mixed", HIDDEN // 2), ("uniform", 0)])
+def test_chrono_units_have_update_biases_spanning_one_step_to_the_window(gate_init: str, chrono_units: int) -> None:
+    gru = _encoder(gate_init).gru
+    pytorch_bound = HIDDEN**-0.5
     for layer in range(2):
+        update_ih = getattr(gru, f"bias_ih_l{layer}")[HIDDEN : 2 * HIDDEN]
         update_hh = getattr(gru, f"bias_hh_l{layer}")[HIDDEN : 2 * HIDDEN]
-        assert torch.all(getattr(gru, f"bias_ih_l{layer}")[HIDDEN : 2 * HIDDEN] == 0)
-        assert update_hh.min() >= 0 and update_hh.max() <= math.log(T - 1)
-        assert update_hh.max() > math.log(T / 2)  # some units keep their state for most of the window
+        fast, slow = slice(0, HIDDEN - chrono_units), slice(HIDDEN - chrono_units, HIDDEN)
+        assert torch.all(update_hh[fast].abs() <= pytorch_bound)  # PyTorch's init, untouched
+        if chrono_units:
+            assert torch.all(update_ih[slow] == 0)
+            assert update_hh[slow].min() >= 0 and update_hh[slow].max() <= math.log(T - 1)
+            assert update_hh[slow].max() > math.log(T / 2)  # some units keep their state for most of the window
         reset_hh = getattr(gru, f"bias_hh_l{layer}")[:HIDDEN]  # the other gates keep PyTorch's init
-        assert reset_hh.abs().max() <= HIDDEN**-0.5
+        assert reset_hh.abs().max() <= pytorch_bound
 
 
+@pytest.mark.parametrize("gate_init", ["chrono", "mixed"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_chrono_state_remembers_a_first_step_input_that_uniform_forgets(seed: int) -> None:
+def test_chrono_units_remember_a_first_step_input_that_uniform_forgets(gate_init: str, seed: int) -> None:
     """An input at t=0 only, then zeros: how far apart the final outputs of two different first inputs are."""
 
     def spread(encoder: GruTrajEncoder) -> float:
@@ -41,4 +48,4 @@ def test_chrono_state_remembers_a_first_step_input_that_uniform_forgets(seed: in
             out, _ = encoder(seq, torch.arange(T).expand(2, T))
         return float((out[0, -1] - out[1, -1]).norm())
 
-    assert spread(_encoder("chrono", seed)) > 20 * spread(_encoder("uniform", seed))
+    assert spread(_encoder(gate_init, seed)) > 20 * spread(_encoder("uniform", seed))
