@@ -174,8 +174,9 @@ def _wait_for_progress(tmp_path: Path, at_least: int = 5) -> int:
     progress = tmp_path / "runs/demo/stages/b/progress.txt"
     deadline = time.time() + 60
     while time.time() < deadline:
-        if progress.exists() and progress.read_text() and int(progress.read_text()) >= at_least:
-            return int(progress.read_text())
+        text = progress.read_text() if progress.exists() else ""  # read once: the stage rewrites it meanwhile
+        if text and int(text) >= at_least:
+            return int(text)
         time.sleep(0.05)
     raise AssertionError("stage b never made progress")
 
