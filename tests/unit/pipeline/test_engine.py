@@ -8,11 +8,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from cli_support import cli_env
+from cli_support import cli_env, wait_for_progress
 
 PIPELINE = """\
 version: 1
@@ -170,20 +169,9 @@ def _start_slow_run(tmp_path: Path, steps: int = 400) -> subprocess.Popen[str]:
     )
 
 
-def _wait_for_progress(tmp_path: Path, at_least: int = 5) -> int:
-    progress = tmp_path / "runs/demo/stages/b/progress.txt"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        text = progress.read_text() if progress.exists() else ""  # read once: the stage rewrites it meanwhile
-        if text and int(text) >= at_least:
-            return int(text)
-        time.sleep(0.05)
-    raise AssertionError("stage b never made progress")
-
-
 def test_sigkill_mid_stage_then_run_resumes(amago, tmp_path, pipeline):
     proc = _start_slow_run(tmp_path)
-    _wait_for_progress(tmp_path)
+    wait_for_progress(tmp_path)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert lock(tmp_path)["b"]["status"] == "running"
@@ -199,7 +187,7 @@ def test_sigkill_mid_stage_then_run_resumes(amago, tmp_path, pipeline):
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_marks_interrupted_and_exits(tmp_path, pipeline, sig, code):
     proc = _start_slow_run(tmp_path)
-    _wait_for_progress(tmp_path)
+    wait_for_progress(tmp_path)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == code, stderr

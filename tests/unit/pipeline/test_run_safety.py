@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import cli_env
+from cli_support import cli_env, wait_for_progress
 
 from amago_pipe.pipeline.lockfile import lock_is_stale
 
@@ -46,17 +46,6 @@ def start_run(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def wait_for_progress(tmp_path: Path, at_least: int = 5) -> int:
-    progress = tmp_path / "runs/demo/stages/b/progress.txt"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        text = progress.read_text() if progress.exists() else ""
-        if text and int(text) >= at_least:
-            return int(text)
-        time.sleep(0.05)
-    raise AssertionError("stage b never made progress")
 
 
 def test_safe_change_resumes_an_interrupted_stage_and_another_change_moves_it_aside(amago, tmp_path, pipeline):
