@@ -80,6 +80,7 @@ def run_cell(encoder: str, recipe: str, corridor: int, seed: int, root: Path, ex
         "return_mean": round(summary["return_mean"], 3),
         "train_s": round(lock["train"]["ended"] - lock["train"]["started"], 1),
         "pipeline_s": round(time.perf_counter() - start, 1),
+        "date": time.strftime("%Y-%m-%d"),
     }
 
 

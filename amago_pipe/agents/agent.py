@@ -7,8 +7,10 @@ data action's Q is computed once for every gamma. Pure torch + nets; no stores, 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,7 @@ from amago_pipe.agents.losses import (
 from amago_pipe.agents.popart import PopArt
 from amago_pipe.config.nets import ModelConfig
 from amago_pipe.config.train import AgentConfig
-from amago_pipe.errors import DataError
+from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.nets.build import build_actor_head, build_critic_head, build_sequence_model
 from amago_pipe.nets.heads import action_features, enumerate_actions
 from amago_pipe.spec import ActionSpec, DataSpec, describe_action
@@ -64,6 +66,8 @@ class Terms:
     """(B, L, G) log pi(a_data | s)."""
     entropy: torch.Tensor
     """(B, L, G) policy entropy (a one-sample estimate for continuous actions)."""
+    conservative: torch.Tensor | None = None
+    """(B, L, K, G) logsumexp_a Q(s, a) - Q(s, a_data) with gradient into the critics (`conservative_coeff`)."""
 
 
 class Agent(nn.Module):
@@ -89,6 +93,12 @@ class Agent(nn.Module):
         self.actor = build_actor_head(cfg.actor, d, spec.action, len(gammas))
         self.critic = build_critic_head(cfg.critic, d, spec.action, len(gammas))
         self.discrete = self.critic.discrete  # Q of every action from one pass (not with discrete_as_continuous)
+        if cfg.conservative_coeff > 0 and not self.discrete:
+            raise ConfigError(
+                "agent.conservative_coeff: needs a critic with one output per discrete action (not continuous, "
+                f"multi-binary or multi-discrete actions, nor discrete_as_continuous); got "
+                f"{describe_action(spec.action)} actions; set it to 0"
+            )
         kind = spec.action.kind
         self.enumerated = (
             kind != "continuous" and not self.discrete and _joint_actions(spec.action) <= EXACT_MAX_ACTIONS
@@ -100,6 +110,14 @@ class Agent(nn.Module):
         self.register_buffer("candidates", feats, persistent=False)  # (M, A) their critic inputs
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.policy_avg = (
+            nn.ModuleDict({"model": copy.deepcopy(self.model), "actor": copy.deepcopy(self.actor)}).requires_grad_(
+                False
+            )
+            if cfg.policy_average > 0
+            else None
+        )
+        """The Polyak-averaged sequence model and actor that policy files hold (`policy_average` > 0)."""
         self.popart = PopArt(len(gammas), beta=cfg.popart_beta, enabled=cfg.popart)
         self.register_buffer("gammas", torch.tensor(gammas, dtype=torch.float32), persistent=False)
         self.tree_backup = cfg.nstep_correction == "tree_backup" and cfg.n_step > 1
@@ -115,6 +133,8 @@ class Agent(nn.Module):
         )
         t = terms(states, batch)
         loss_critic = self.critic_objective(t.critic_out, t.targets, batch.mask)
+        if t.conservative is not None:
+            loss_critic = loss_critic + self.cfg.conservative_coeff * masked_mean(t.conservative, batch.mask)
         advantage = t.q_data.mean(2) - t.v_pi  # (B, L, G)
         cfg = self.cfg
         scaled = advantage / advantage_scale(advantage, batch.mask) if cfg.filter_normalize else advantage
@@ -131,6 +151,8 @@ class Agent(nn.Module):
         )
         metrics = self._metrics(t, advantage, weights, batch.mask)
         metrics.update(critic_loss=loss_critic.detach(), actor_loss=loss_actor.detach())
+        if t.conservative is not None:
+            metrics["conservative_gap"] = masked_mean(t.conservative.detach(), batch.mask)
         return loss_critic + loss_actor, metrics
 
     def discrete_terms(self, states: torch.Tensor, batch: Batch) -> Terms:
@@ -160,7 +182,12 @@ class Agent(nn.Module):
         q_pi = (q_all * dist.probs).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G): gradient into the actor
         q_data = q_all.gather(-1, ids).squeeze(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
         logp = dist.log_prob(self._data_actions(batch.actions))  # (B, L, G)
-        return Terms(critic_out, targets, q_data, q_pi, q_pi.detach().mean(2), logp, dist.entropy())
+        conservative = None
+        if self.cfg.conservative_coeff > 0:  # CQL(H) in normalised units, gradient into the critics only
+            q_grad = self.values(out, axis=-2, detach=True)  # (K, B, L, G, A)
+            gap = torch.logsumexp(q_grad, dim=-1) - q_grad.gather(-1, ids).squeeze(-1)  # (K, B, L, G)
+            conservative = gap.permute(1, 2, 0, 3)
+        return Terms(critic_out, targets, q_data, q_pi, q_pi.detach().mean(2), logp, dist.entropy(), conservative)
 
     def enumerated_terms(self, states: torch.Tensor, batch: Batch) -> Terms:
         """Discrete kinds with action-input critics and few joint actions: exact expectations over all M of them."""
@@ -319,9 +346,41 @@ class Agent(nn.Module):
 
     @torch.no_grad()
     def update_targets(self) -> None:
-        """Polyak-average the target actor and critics towards the online ones."""
+        """Polyak-average the target actor and critics (and the policy average) towards the online ones."""
         polyak_update(self.target_actor.parameters(), self.actor.parameters(), self.cfg.tau)
         polyak_update(self.target_critic.parameters(), self.critic.parameters(), self.cfg.tau)
+        if self.policy_avg is not None:
+            polyak_update(self.policy_avg.parameters(), self._policy_tensors(), self.cfg.policy_average)
+            torch._foreach_copy_(list(self.policy_avg.buffers()), self._policy_tensors(buffers=True))
+
+    @torch.no_grad()
+    def reset_policy_average(self) -> None:
+        """Restart the policy average at the live weights (after a warm start replaced them)."""
+        if self.policy_avg is not None:
+            torch._foreach_copy_(list(self.policy_avg.parameters()), self._policy_tensors())
+            torch._foreach_copy_(list(self.policy_avg.buffers()), self._policy_tensors(buffers=True))
+
+    @contextlib.contextmanager
+    def acting_weights(self) -> Iterator[None]:
+        """Within it, `model` and `actor` hold the weights the policy files get (the average, if any)."""
+        if self.policy_avg is None:
+            yield
+            return
+        live = self._policy_tensors()
+        kept = [t.detach().clone() for t in live]
+        with torch.no_grad():
+            torch._foreach_copy_(live, list(self.policy_avg.parameters()))
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                torch._foreach_copy_(live, kept)
+
+    def _policy_tensors(self, *, buffers: bool = False) -> list[torch.Tensor]:
+        """The live sequence model's and actor's parameters (or buffers), in `policy_avg`'s order."""
+        if buffers:
+            return [*self.model.buffers(), *self.actor.buffers()]
+        return [*self.model.parameters(), *self.actor.parameters()]
 
     # ---- acting ---------------------------------------------------------------------------------
     def act(self, states: torch.Tensor, *, greedy: bool) -> torch.Tensor:
@@ -331,8 +390,10 @@ class Agent(nn.Module):
         return a[:, 0, -1].reshape(-1, *self.spec.action.shape)  # (N, *action shape)
 
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
-        """The weights needed to act: sequence model and actor."""
-        return {k: v for k, v in self.state_dict().items() if k.startswith(("model.", "actor."))}
+        """The weights needed to act: sequence model and actor (their average under `policy_average`)."""
+        if self.policy_avg is None:
+            return {k: v for k, v in self.state_dict().items() if k.startswith(("model.", "actor."))}
+        return {f"{part}.{k}": v for part, module in self.policy_avg.items() for k, v in module.state_dict().items()}
 
     # ---- logging --------------------------------------------------------------------------------
     def _metrics(self, t: Terms, advantage: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> dict[str, Any]:

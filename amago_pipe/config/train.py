@@ -79,8 +79,17 @@ class AgentConfig(Component):
     """Off-policy correction of n-step targets: `none` sums the data's rewards as they are (values lean towards the behaviour policy: conservative offline), `tree_backup` weights each later reward by the target policy's probability of the data actions leading to it (discrete kinds only; see the README's "memory recipe")."""
     critic_loss: Literal["mse", "huber"] = "mse"
     """Regression loss of PopArt-normalised TD errors: `mse`, or `huber` (linear beyond 1: a surprising target moves the critics by a bounded step)."""
+    conservative_coeff: float = 0.0
+    """Discrete actions: weight of a conservative critic term (CQL(H), Kumar et al. 2020), the log-sum-exp of
+    every action's normalised Q minus the data action's, which lowers the values of actions the data never
+    takes in a state; offline, their overestimated values otherwise attract the policy gradient. 0: off."""
     tau: float = 0.003
     """Polyak rate of the target actor and critics."""
+    policy_average: float = 0.01
+    """Polyak rate of an average of the sequence model and actor weights (0.01: about the last 100 updates) that
+    validation, the saved policy files (evaluate, export, `collect --follow`) and warm starts (`init_from`) act
+    with: it swings far less from update to update than the live weights. Updates and in-process online
+    collection use the live weights. 0: everything acts with the live weights."""
     popart: bool = True
     """Normalise value targets and outputs with PopArt (per discount factor)."""
     popart_beta: float = 5e-4
@@ -102,11 +111,13 @@ class AgentConfig(Component):
         if self.gamma in self.gammas:
             raise FieldError("gammas", f"lists the main gamma {self.gamma} again; give only the extra ones")
         _at_least(self, 1, "num_critics_td", "value_samples", "target_samples", "n_step")
-        _at_least(self, 0.0, "online_coeff", "offline_coeff", "filter_beta", "leak_slope")
+        _at_least(self, 0.0, "online_coeff", "offline_coeff", "filter_beta", "leak_slope", "conservative_coeff")
         if self.online_coeff == 0.0 and self.offline_coeff == 0.0:
             raise FieldError("offline_coeff", "online_coeff and offline_coeff are both 0: the actor would not learn")
         if not 0.0 < self.tau <= 1.0:
             raise FieldError("tau", f"must be in (0, 1], got {self.tau}")
+        if not 0.0 <= self.policy_average <= 1.0:
+            raise FieldError("policy_average", f"must be in [0, 1] (0 = off), got {self.policy_average}")
         if not 0.0 < self.popart_beta < 1.0:
             raise FieldError("popart_beta", f"must be in (0, 1), got {self.popart_beta}")
         if self.reward_multiplier <= 0.0 or not math.isfinite(self.reward_multiplier):

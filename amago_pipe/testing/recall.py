@@ -136,10 +136,11 @@ def train_and_score(
     learner.run()
     out: dict[str, Any] = {"train_s": round(time.perf_counter() - started, 1), "updates": run.updates}
     for key, greedy in [("success", True), ("success_sampled", False)][: 1 + sampled]:
-        result = run_episodes(
-            learner.agent, task.env(20, 10_000 + run.seed), eval_episodes, spec=store.spec, greedy=greedy,
-            seed=10_000 + run.seed, where="recall",
-        )  # fmt: skip
+        with learner.agent.acting_weights():  # what the saved policy files act with
+            result = run_episodes(
+                learner.agent, task.env(20, 10_000 + run.seed), eval_episodes, spec=store.spec, greedy=greedy,
+                seed=10_000 + run.seed, where="recall",
+            )  # fmt: skip
         out[key] = float(result.summary()["success_rate"])
     return out
 

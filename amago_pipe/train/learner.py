@@ -98,6 +98,7 @@ class Learner:
     def load_weights(self, source: Path, parts: Sequence[str] = PARTS) -> None:
         """Copy `parts` (model, actor, critic) from a checkpoint folder or a policy file (see `copy_parts`)."""
         copy_parts(self.agent, Path(source), parts, where=f"{self.where}.init_from")
+        self.agent.reset_policy_average()
         log.info("initialised %s from %s", ", ".join(parts), source)
 
     # ---- the loop -----------------------------------------------------------------------------
@@ -294,7 +295,7 @@ class Learner:
             and rt.is_main
             and (epoch % val.every == 0 or epoch == cfg.epochs)
         ):
-            with torch.random.fork_rng(devices=[]):
+            with torch.random.fork_rng(devices=[]), self.agent.acting_weights():
                 summary = self.hooks.validate(self.agent, epoch)
             row.update({f"val/{k}": v for k, v in summary.items() if isinstance(v, int | float)})
             score = float(summary.get("return_mean", float("-inf")))

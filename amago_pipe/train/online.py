@@ -48,8 +48,11 @@ PART_PREFIXES = {
 
 def copy_parts(agent: Any, source: Path, parts: Sequence[str], *, where: str) -> None:
     """Copy `parts` (model, actor, critic) of a checkpoint folder or a policy file (model and actor only) into
-    `agent`; the other weights keep their values. DataError when the source is of another model shape."""
+    `agent`; the other weights keep their values. Model and actor come from the source's policy average when it
+    has one (the policy its stage evaluated; the live ones can be far worse). DataError when the source is of
+    another model shape."""
     weights = ckpt.load_checkpoint(source).model if source.is_dir() else ckpt.load_weights(source)
+    weights.update({k.removeprefix("policy_avg."): v for k, v in weights.items() if k.startswith("policy_avg.")})
     if "actor" in parts and not any(k.startswith("target_actor.") for k in weights):  # a policy file
         weights.update({f"target_{k}": v for k, v in weights.items() if k.startswith("actor.")})
     prefixes = tuple(p for part in parts for p in PART_PREFIXES[part])

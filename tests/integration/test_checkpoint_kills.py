@@ -92,6 +92,8 @@ def _epoch_of(directory: Path) -> int:
 
 def test_disk_full_during_a_checkpoint_exits_3_naming_it_and_keeps_the_previous_one(tmp_path: Path) -> None:
     _pipeline(tmp_path, epochs=2, updates=3, width=32)
+    text = (tmp_path / "p.yaml").read_text()  # without the policy average the model file is the smaller one
+    (tmp_path / "p.yaml").write_text(text.replace("num_critics: 2}}", "num_critics: 2}, policy_average: 0}"))
     assert _cli(tmp_path, "run", "p.yaml").returncode == 0
     stage = tmp_path / "runs/kills" / STAGE
     latest = stage / "checkpoints/latest"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from amago_pipe.config.build import Problems, build
 from amago_pipe.config.train import TrainStageConfig
@@ -94,7 +95,10 @@ def test_resume_drops_what_was_collected_after_the_checkpoint(tmp_path: Path) ->
 
 def test_offline_then_online_with_a_warm_start(tmp_path: Path) -> None:
     store = store_for(tmp_path / "s.zarr")
-    Learner(config(epochs=1), store, tmp_path / "pre", seed=0, hooks=LearnerHooks(run_name="pre")).run()
+    averaged = {"type": "agent", "actor": {"d_hidden": 8}, "critic": {"d_hidden": 8, "num_critics": 2},
+                "policy_average": 0.5}  # fmt: skip
+    pre = config(epochs=1, agent=averaged)
+    Learner(pre, store, tmp_path / "pre", seed=0, hooks=LearnerHooks(run_name="pre")).run()
     with store.writer("protected") as w:  # some offline data, so epoch 0 can train before collecting
         for ep in list(store.iter_episodes("fifo"))[:4]:
             w.add(ep)
@@ -108,7 +112,12 @@ def test_offline_then_online_with_a_warm_start(tmp_path: Path) -> None:
     learner.load_weights(tmp_path / "pre/checkpoints/latest", ["model", "actor"])
     after = learner.agent.state_dict()
     changed = {k.split(".")[0] for k in before if not torch.equal(before[k], after[k])}
-    assert changed == {"model", "actor", "target_actor"}  # the critic (and its target) start fresh
+    assert changed - {"policy_avg"} == {"model", "actor", "target_actor"}  # the critic (and its target) start fresh
+    source = load_file(str(tmp_path / "pre/checkpoints/latest/model.safetensors"))
+    copied = [k for k in after if k.startswith(("model.", "actor."))]
+    assert any(not torch.equal(source[k], source[f"policy_avg.{k}"]) for k in copied)  # the two can be told apart
+    for k in copied:  # the source's policy average: the policy its stage evaluated
+        torch.testing.assert_close(after[k], source[f"policy_avg.{k}"])
     learner.load_weights(tmp_path / "pre/policy/latest.safetensors", ["model", "actor"])  # a policy file too
     learner.run()
     tagged = [s for s in store.segments("fifo") if s.attrs.get(RUN_ATTR) == "tune"]

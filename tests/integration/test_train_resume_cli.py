@@ -33,7 +33,7 @@ stages:
     model:
       tstep_encoder: {type: ff, d_hidden: 32, d_output: 32}
       traj_encoder: {type: transformer, d_model: 32, n_heads: 2, n_layers: 1}
-    agent: {type: agent, actor: {d_hidden: 32}, critic: {d_hidden: 32, num_critics: 2}}
+    agent: {type: agent, actor: {d_hidden: 32}, critic: {d_hidden: 32, num_critics: 2}, policy_average: 0.05}
     logging: {plots: false}
 """
 

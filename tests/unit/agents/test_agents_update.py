@@ -19,6 +19,7 @@ from amago_pipe.config.nets import (
 )
 from amago_pipe.config.train import AgentConfig, MultiTaskConfig
 from amago_pipe.data.loader import BatchLoader
+from amago_pipe.errors import ConfigError
 
 TINY = ModelConfig(
     tstep_encoder=FFTstepConfig(d_hidden=16, d_output=16),
@@ -101,6 +102,68 @@ def test_targets_follow_the_online_networks_by_polyak_averaging() -> None:
     agent.update_targets()
     for b, t, o in zip(before, agent.target_critic.parameters(), agent.critic.parameters()):
         torch.testing.assert_close(t, 0.5 * b + 0.5 * o)
+
+
+@pytest.mark.parametrize("name", ["agent", "multitask"])
+def test_conservative_term_lowers_the_actions_the_data_does_not_take(batches, name: str) -> None:
+    torch.manual_seed(0)
+    agent = _agent("discrete", name, conservative_coeff=1.0)
+    batch = batches["discrete"]
+    taken = torch.nn.functional.one_hot(batch.actions, agent.spec.action.n).bool()  # (B, L, A)
+
+    def margin() -> torch.Tensor:
+        """Mean over steps and critics of Q(s, a_data) minus the mean Q of the other actions (normalised)."""
+        with torch.no_grad():
+            states, _ = agent.model(batch.obs, batch.rl2, batch.time)
+            q = agent.values(agent.critic(states[:, :-1]), axis=-2)[..., -1, :]  # (K, B, L, A)
+            data = q.masked_fill(~taken, 0).sum(-1)
+            others = q.masked_fill(taken, 0).sum(-1) / (q.shape[-1] - 1)
+            return (data - others)[:, batch.mask].mean()
+
+    before = margin()
+    opt = torch.optim.Adam(agent.critic.parameters(), lr=1e-2)
+    for _ in range(10):
+        states, _ = agent.model(batch.obs, batch.rl2, batch.time)
+        terms = agent.discrete_terms(states, batch)
+        opt.zero_grad()
+        terms.conservative[batch.mask].mean().backward()
+        opt.step()
+    assert all(p.grad is None or p.grad.abs().sum() == 0 for p in agent.actor.parameters())
+    assert margin() > before + 0.1
+    assert float(agent(batch)[1]["conservative_gap"]) > 0
+
+
+def test_conservative_term_is_refused_for_critics_without_one_output_per_action() -> None:
+    with pytest.raises(ConfigError, match="conservative_coeff"):
+        _agent("continuous", "agent", conservative_coeff=1.0)
+
+
+def test_policy_average_is_what_policy_files_and_acting_weights_hold() -> None:
+    torch.manual_seed(0)
+    agent = _agent("discrete", "agent", policy_average=0.5)
+    plain = _agent("discrete", "agent")
+    assert agent.policy_state_dict().keys() == plain.policy_state_dict().keys()
+    start = {k: v.clone() for k, v in agent.policy_state_dict().items()}
+    live = dict(agent.named_parameters())
+    with torch.no_grad():
+        for p in [*agent.model.parameters(), *agent.actor.parameters()]:
+            p.add_(1.0)
+    agent.update_targets()
+    averaged = agent.policy_state_dict()
+    for k, v in start.items():
+        if k in live:  # parameters move half way; buffers follow the live ones
+            torch.testing.assert_close(averaged[k], v + 0.5)
+    trained = {k: v.clone() for k, v in live.items()}
+    with agent.acting_weights():
+        for k in start:
+            if k in live:
+                torch.testing.assert_close(live[k], averaged[k])
+    for k, v in trained.items():  # the live weights come back untouched
+        torch.testing.assert_close(live[k], v)
+    agent.reset_policy_average()
+    for k in start:
+        if k in live:
+            torch.testing.assert_close(agent.policy_state_dict()[k], live[k])
 
 
 @pytest.mark.parametrize("kind", ["discrete", "continuous"])
