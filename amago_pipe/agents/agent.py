@@ -110,14 +110,11 @@ class Agent(nn.Module):
         self.register_buffer("candidates", feats, persistent=False)  # (M, A) their critic inputs
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.policy_avg = (
-            nn.ModuleDict({"model": copy.deepcopy(self.model), "actor": copy.deepcopy(self.actor)}).requires_grad_(
-                False
-            )
-            if cfg.policy_average > 0
-            else None
-        )
+        self.policy_avg: nn.ModuleDict | None = None
         """The Polyak-averaged sequence model and actor that policy files hold (`policy_average` > 0)."""
+        if cfg.policy_average > 0:
+            policy = {"model": copy.deepcopy(self.model), "actor": copy.deepcopy(self.actor)}
+            self.policy_avg = nn.ModuleDict(policy).requires_grad_(False)
         self.popart = PopArt(len(gammas), beta=cfg.popart_beta, enabled=cfg.popart)
         self.register_buffer("gammas", torch.tensor(gammas, dtype=torch.float32), persistent=False)
         self.tree_backup = cfg.nstep_correction == "tree_backup" and cfg.n_step > 1
@@ -349,16 +346,24 @@ class Agent(nn.Module):
         """Polyak-average the target actor and critics (and the policy average) towards the online ones."""
         polyak_update(self.target_actor.parameters(), self.actor.parameters(), self.cfg.tau)
         polyak_update(self.target_critic.parameters(), self.critic.parameters(), self.cfg.tau)
-        if self.policy_avg is not None:
-            polyak_update(self.policy_avg.parameters(), self._policy_tensors(), self.cfg.policy_average)
-            torch._foreach_copy_(list(self.policy_avg.buffers()), self._policy_tensors(buffers=True))
+        self._move_policy_average(self.cfg.policy_average)
 
-    @torch.no_grad()
     def reset_policy_average(self) -> None:
         """Restart the policy average at the live weights (after a warm start replaced them)."""
-        if self.policy_avg is not None:
-            torch._foreach_copy_(list(self.policy_avg.parameters()), self._policy_tensors())
-            torch._foreach_copy_(list(self.policy_avg.buffers()), self._policy_tensors(buffers=True))
+        self._move_policy_average(None)
+
+    @torch.no_grad()
+    def _move_policy_average(self, rate: float | None) -> None:
+        """Parameters move `rate` of the way to the live ones (None: all of it, exactly); buffers are copied."""
+        if self.policy_avg is None:
+            return
+        averaged: list[torch.Tensor] = list(self.policy_avg.parameters())
+        live = self._policy_tensors()
+        if rate is None:
+            torch._foreach_copy_(averaged, live)
+        else:
+            polyak_update(averaged, live, rate)
+        torch._foreach_copy_(list(self.policy_avg.buffers()), self._policy_tensors(buffers=True))
 
     @contextlib.contextmanager
     def acting_weights(self) -> Iterator[None]:
