@@ -66,17 +66,13 @@ class InitFromConfig:
     stage: str
     """A train stage of this pipeline; it must be in `needs`."""
     which: Literal["latest", "best"] | int = "latest"
-    """`latest`, `best` (its validation-best policy: model and actor only) or an epoch with a kept checkpoint."""
+    """`latest`, `best` (the epoch with the highest validation return; needs `validate:` there) or a kept epoch."""
     parts: list[Part] = field(default_factory=lambda: list(PARTS))
     """Which weights to copy; the rest start fresh."""
 
     def __post_init__(self) -> None:
         if not self.parts:
             raise FieldError("parts", f"name at least one of {', '.join(PARTS)}")
-        if self.which == "best" and "critic" in self.parts:
-            raise FieldError(
-                "parts", "`which: best` is a policy file (model and actor only); drop critic or use latest / an epoch"
-            )
 
 
 @config

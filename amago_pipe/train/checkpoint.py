@@ -1,9 +1,10 @@
 """Training checkpoints: full state (weights, optimiser, schedule, RNG, sampler, counters), written atomically.
 
-Layout under a stage's `checkpoints/`: `latest/` (every epoch), `epoch_NNNN/` (every `ckpt_interval`), each
-with `model.safetensors`, `optimizer.safetensors` and `state.json`. Tensors go to safetensors, the rest to
-JSON; nothing is pickled. A writer works in `.tmp-<name>-<pid>` and renames; what a killed writer left is
-removed by the next save (or resume). Imports torch and safetensors, never the pipeline or the CLI.
+Layout under a stage's `checkpoints/`: `latest/` (every epoch), `epoch_NNNN/` (every `ckpt_interval`), `best/`
+(the validation-best epoch), each with `model.safetensors`, `optimizer.safetensors` and `state.json`. Tensors
+go to safetensors, the rest to JSON; nothing is pickled. A writer works in `.tmp-<name>-<pid>` and renames;
+what a killed writer left is removed by the next save (or resume). Imports torch and safetensors, never the
+pipeline or the CLI.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from amago_pipe.processes import other_process_alive
 CHECKPOINT_FORMAT = 1
 """Version of the checkpoint layout; a newer one is refused with a clear message."""
 LATEST = "latest"
+BEST = "best"
+"""The full checkpoint of the validation-best epoch (kept beside `latest` when the stage validates)."""
 TMP_PREFIX = ".tmp-"
 
 

@@ -318,6 +318,8 @@ class Learner:
         if epoch % cfg.ckpt_interval == 0 or epoch == cfg.epochs:
             # before `latest`: a kill in between resumes from the previous `latest` and writes this one again
             targets.insert(0, self.ckpt_dir / f"epoch_{epoch:04d}")
+        if self.state.best.get("epoch") == epoch:  # validated best this epoch: the whole agent, for `init_from`
+            targets.insert(0, self.ckpt_dir / ckpt.BEST)
         for directory in targets:
             ckpt.save_checkpoint(
                 directory,

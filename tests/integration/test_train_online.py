@@ -145,3 +145,29 @@ def test_bad_online_settings_are_refused_before_anything_is_written(tmp_path: Pa
     store.configure_partition("fifo", kind="fifo", capacity_timesteps=3)
     with pytest.raises(DataError, match=r"capacity_timesteps 3 is smaller than one episode .*online.save_every"):
         Learner(config(), store, tmp_path / "c", seed=0, hooks=LearnerHooks(run_name="c")).run()
+
+
+def test_init_from_best_copies_the_validation_best_epoch_whole(amago, tmp_path: Path) -> None:
+    from tests.smoke.test_pipelines import REPO, SMOKE
+
+    smoke = [arg for item in SMOKE["offline-to-online.yaml"] for arg in ("--set", item)]
+    pipeline = str(REPO / "pipelines/offline-to-online.yaml")
+    best = ["--set", "stages.online.init_from.which=best", "--set", "stages.offline.epochs=3", "--until", "online"]
+    validate = ["--set", "stages.offline.validate={env: {id: CartPole-v1, n_envs: 2}, episodes: 2, every: 1}"]
+    done = amago(
+        "run", pipeline, *smoke, *best, *validate, "--run-dir", "run", "--set", "store=run/store.zarr", timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    offline = tmp_path / "run/stages/offline"
+    summary = json.loads((offline / "train_summary.json").read_text())
+    state = json.loads((offline / "checkpoints/best/state.json").read_text())["state"]
+    assert state["epoch"] == summary["best_epoch"] and state["best"]["epoch"] == summary["best_epoch"]
+    weights = load_file(str(offline / "checkpoints/best/model.safetensors"))
+    assert any(k.startswith("critic.") for k in weights)  # the whole agent, so `parts` may name the critic
+
+    refused = amago(
+        "run", pipeline, *smoke, *best, "--run-dir", "again", "--set", "store=again/store.zarr", timeout=300
+    )  # no validation: no best
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "stages.online.init_from.which: stage 'offline' has no best checkpoint" in refused.stderr
+    assert not (tmp_path / "again/stages/online/checkpoints").exists()

@@ -95,12 +95,13 @@ class TrainStage(Stage):
                 path=f"{where}.stage",
             )
         folder = self.ctx.upstream[init.stage]
-        if init.which == "best":
-            from amago_pipe.train.policy_loading import policy_path
-
-            return policy_path(folder, "best", where=where)
-        name = ckpt.LATEST if init.which == "latest" else f"epoch_{int(init.which):04d}"
+        name = f"epoch_{init.which:04d}" if isinstance(init.which, int) else init.which  # latest / best
         found = ckpt.resolve(folder / "checkpoints" / name)
+        if found is None and init.which == "best":
+            raise DataError(
+                f"{where}.which: stage '{init.stage}' has no best checkpoint; `best` needs `validate:` in that "
+                "stage (the epoch with the highest validation return is kept as checkpoints/best)"
+            )
         if found is None:
             kept = sorted(p.name for p in (folder / "checkpoints").glob("*") if ckpt.resolve(p) is not None)
             raise DataError(
