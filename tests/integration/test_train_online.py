@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 
 from amago_pipe.config.build import Problems, build
@@ -148,10 +149,10 @@ def test_bad_online_settings_are_refused_before_anything_is_written(tmp_path: Pa
 
 
 def test_init_from_best_copies_the_validation_best_epoch_whole(amago, tmp_path: Path) -> None:
-    from tests.smoke.test_pipelines import REPO, SMOKE
-
-    smoke = [arg for item in SMOKE["offline-to-online.yaml"] for arg in ("--set", item)]
-    pipeline = str(REPO / "pipelines/offline-to-online.yaml")
+    repo = Path(__file__).resolve().parents[2]
+    sizes = yaml.safe_load((repo / "tests/smoke/smoke_overrides.yaml").read_text())["offline-to-online.yaml"]
+    smoke = [arg for item in sizes for arg in ("--set", item)]
+    pipeline = str(repo / "pipelines/offline-to-online.yaml")
     best = ["--set", "stages.online.init_from.which=best", "--set", "stages.offline.epochs=3", "--until", "online"]
     validate = ["--set", "stages.offline.validate={env: {id: CartPole-v1, n_envs: 2}, episodes: 2, every: 1}"]
     done = amago(
