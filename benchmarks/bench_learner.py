@@ -121,6 +121,7 @@ def run_one(name: str, threads: int, updates: int) -> dict[str, Any]:
     agent_cfg = AgentConfig(
         gamma=0.98 if small else 0.999,
         gammas=c["gammas"],
+        reward_multiplier=10.0,
         actor=ActorHeadConfig(d_hidden=hidden),  # type: ignore[call-arg]
         critic=CriticHeadConfig(num_critics=c["K"], d_hidden=hidden),  # type: ignore[call-arg]
     )

@@ -19,6 +19,7 @@ from torch import nn
 from torch.distributions import Categorical, Distribution
 from torch.func import functional_call
 
+from amago_pipe.agents.averaging import PolicyAverage
 from amago_pipe.agents.losses import (
     actor_loss,
     advantage_scale,
@@ -74,6 +75,7 @@ class Agent(nn.Module):
     """Sequence model + actor (G distributions) + K-critic ensemble + PopArt + Polyak targets."""
 
     gammas: torch.Tensor
+    reward_multiplier: torch.Tensor
     action_table: torch.Tensor
     """(M, ...) every joint action of a small discrete-kind space (empty otherwise)."""
     candidates: torch.Tensor
@@ -110,12 +112,14 @@ class Agent(nn.Module):
         self.register_buffer("candidates", feats, persistent=False)  # (M, A) their critic inputs
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.policy_avg: nn.ModuleDict | None = None
+        self.policy_avg = PolicyAverage(self.model, self.actor) if cfg.policy_average > 0 else None
         """The Polyak-averaged sequence model and actor that policy files hold (`policy_average` > 0)."""
-        if cfg.policy_average > 0:
-            policy = {"model": copy.deepcopy(self.model), "actor": copy.deepcopy(self.actor)}
-            self.policy_avg = nn.ModuleDict(policy).requires_grad_(False)
         self.popart = PopArt(len(gammas), beta=cfg.popart_beta, enabled=cfg.popart)
+        fixed = 0.0 if cfg.reward_multiplier == "auto" else float(cfg.reward_multiplier)
+        self.register_buffer("reward_multiplier", torch.tensor(fixed, dtype=torch.float32))
+        """Rewards' factor in the TD targets (checkpointed); `auto` leaves it 0 until the learner fixes it from the
+        data (`amago_pipe.train.runtime.resolve_reward_multiplier`)."""
+        self._reward_multiplier_checked = fixed > 0
         self.register_buffer("gammas", torch.tensor(gammas, dtype=torch.float32), persistent=False)
         self.tree_backup = cfg.nstep_correction == "tree_backup" and cfg.n_step > 1
         """Correct n-step targets with tree backup (an extra target-critic pass on action-input critics)."""
@@ -304,9 +308,17 @@ class Agent(nn.Module):
 
         `next_q_data` (B, L, K, G) and `traces` (B, L, G) feed the tree-backup correction (`nstep_correction`).
         """
+        if not self._reward_multiplier_checked:  # once: an `auto` multiplier must have been fixed by now
+            if float(self.reward_multiplier) <= 0:
+                raise ConfigError(
+                    "agent.reward_multiplier: 'auto' has not been fixed from the data yet (the learner does it "
+                    "before the first update: amago_pipe.train.runtime.resolve_reward_multiplier); give a number "
+                    "to train the agent outside the learner"
+                )
+            self._reward_multiplier_checked = True
         correct = self.tree_backup and traces is not None
         targets = nstep_td_targets(
-            batch.rewards * self.cfg.reward_multiplier,
+            batch.rewards * self.reward_multiplier,
             batch.terminated,
             batch.mask,
             next_values,
@@ -346,46 +358,21 @@ class Agent(nn.Module):
         """Polyak-average the target actor and critics (and the policy average) towards the online ones."""
         polyak_update(self.target_actor.parameters(), self.actor.parameters(), self.cfg.tau)
         polyak_update(self.target_critic.parameters(), self.critic.parameters(), self.cfg.tau)
-        self._move_policy_average(self.cfg.policy_average)
+        if self.policy_avg is not None:
+            self.policy_avg.follow(self.model, self.actor, self.cfg.policy_average)
 
     def reset_policy_average(self) -> None:
         """Restart the policy average at the live weights (after a warm start replaced them)."""
-        self._move_policy_average(None)
-
-    @torch.no_grad()
-    def _move_policy_average(self, rate: float | None) -> None:
-        """Parameters move `rate` of the way to the live ones (None: all of it, exactly); buffers are copied."""
-        if self.policy_avg is None:
-            return
-        averaged: list[torch.Tensor] = list(self.policy_avg.parameters())
-        live = self._policy_tensors()
-        if rate is None:
-            torch._foreach_copy_(averaged, live)
-        else:
-            polyak_update(averaged, live, rate)
-        torch._foreach_copy_(list(self.policy_avg.buffers()), self._policy_tensors(buffers=True))
+        if self.policy_avg is not None:
+            self.policy_avg.follow(self.model, self.actor, None)
 
     @contextlib.contextmanager
     def acting_weights(self) -> Iterator[None]:
         """Within it, `model` and `actor` hold the weights the policy files get (the average, if any)."""
-        if self.policy_avg is None:
+        with (
+            contextlib.nullcontext() if self.policy_avg is None else self.policy_avg.swapped_in(self.model, self.actor)
+        ):
             yield
-            return
-        live = self._policy_tensors()
-        kept = [t.detach().clone() for t in live]
-        with torch.no_grad():
-            torch._foreach_copy_(live, list(self.policy_avg.parameters()))
-        try:
-            yield
-        finally:
-            with torch.no_grad():
-                torch._foreach_copy_(live, kept)
-
-    def _policy_tensors(self, *, buffers: bool = False) -> list[torch.Tensor]:
-        """The live sequence model's and actor's parameters (or buffers), in `policy_avg`'s order."""
-        if buffers:
-            return [*self.model.buffers(), *self.actor.buffers()]
-        return [*self.model.parameters(), *self.actor.parameters()]
 
     # ---- acting ---------------------------------------------------------------------------------
     def act(self, states: torch.Tensor, *, greedy: bool) -> torch.Tensor:
@@ -398,7 +385,7 @@ class Agent(nn.Module):
         """The weights needed to act: sequence model and actor (their average under `policy_average`)."""
         if self.policy_avg is None:
             return {k: v for k, v in self.state_dict().items() if k.startswith(("model.", "actor."))}
-        return {f"{part}.{k}": v for part, module in self.policy_avg.items() for k, v in module.state_dict().items()}
+        return self.policy_avg.policy_state_dict()
 
     # ---- logging --------------------------------------------------------------------------------
     def _metrics(self, t: Terms, advantage: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> dict[str, Any]:

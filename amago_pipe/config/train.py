@@ -71,8 +71,10 @@ class AgentConfig(Component):
     """`exp` filter: divide advantages by their batch standard deviation first (a scale-free temperature)."""
     leak_slope: float = 0.1
     """Weight of actions with A <= 0 under the `leaky` filter."""
-    reward_multiplier: float = 10.0
-    """Rewards are multiplied by this in the losses (keeps PopArt's value scale comfortable)."""
+    reward_multiplier: float | Literal["auto"] = "auto"
+    """Rewards are multiplied by this in the losses (keeps PopArt's value scale comfortable). `auto`: 10 / the
+    99th percentile of |reward| over the training data's nonzero rewards (10 for rewards of size 1), fixed at the
+    first update and kept in checkpoints (README: "reward scale")."""
     n_step: int = 4
     """TD targets over n steps of rewards (1: AMAGO's one-step target); stops at terminals, bootstraps at padding or the window end. See the README's "one recipe" for why 4 is the default."""
     nstep_correction: Literal["none", "tree_backup"] = "none"
@@ -120,8 +122,10 @@ class AgentConfig(Component):
             raise FieldError("policy_average", f"must be in [0, 1] (0 = off), got {self.policy_average}")
         if not 0.0 < self.popart_beta < 1.0:
             raise FieldError("popart_beta", f"must be in (0, 1), got {self.popart_beta}")
-        if self.reward_multiplier <= 0.0 or not math.isfinite(self.reward_multiplier):
-            raise FieldError("reward_multiplier", f"must be a positive number, got {self.reward_multiplier}")
+        if self.reward_multiplier != "auto" and not (
+            self.reward_multiplier > 0.0 and math.isfinite(self.reward_multiplier)
+        ):
+            raise FieldError("reward_multiplier", f"must be a positive number or 'auto', got {self.reward_multiplier}")
 
     @property
     def all_gammas(self) -> tuple[float, ...]:

@@ -157,6 +157,17 @@ def iter_segment_episodes(files: StoreFiles, marker: SegmentMarker) -> Iterator[
             )
 
 
+def read_rewards(files: StoreFiles, marker: SegmentMarker) -> np.ndarray:
+    """Every step's reward of a segment's episodes, in order (float32, the rows past each episode's end left out)."""
+    _, arrays = open_segment(files, marker)
+    rows = read_field(files, marker, "rewards", arrays["rewards"], slice(0, marker.info.rows))
+    check_still_sealed(files, marker.info.partition, marker.info.id)
+    keep = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.add.at(keep, marker.row_offsets.astype(np.int64), 1)
+    np.add.at(keep, (marker.row_offsets + marker.lengths).astype(np.int64), -1)
+    return rows[np.cumsum(keep[:-1]) > 0]
+
+
 def read_block(
     files: StoreFiles, marker: SegmentMarker, arrays: dict[str, Any], lo: int, hi: int
 ) -> dict[str, np.ndarray]:

@@ -36,7 +36,7 @@ from amago_pipe.store.format import (
 )
 from amago_pipe.store.info import PartitionInfo, SegmentInfo, SegmentMarker, WindowBatch
 from amago_pipe.store.leftovers import reclaim_abandoned
-from amago_pipe.store.reader import SegmentVanished, iter_segment_episodes
+from amago_pipe.store.reader import SegmentVanished, iter_segment_episodes, read_rewards
 from amago_pipe.store.segments import SegmentWriter
 
 if TYPE_CHECKING:
@@ -296,6 +296,16 @@ class TrajectoryStore:
                 yield from iter_segment_episodes(self.files, marker)
             except SegmentVanished:
                 continue
+
+    def rewards(self, partition: str) -> np.ndarray:
+        """(steps,) float32 rewards of every episode of a partition, oldest segment first (one read per segment)."""
+        parts = []
+        for marker in self.files.markers(check_partition_name(partition)):
+            try:
+                parts.append(read_rewards(self.files, marker))
+            except SegmentVanished:
+                continue
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
     def fingerprint(self, partition: str | None = None) -> str:
         """Cheap hash of the sealed segment listing (segments are immutable, so the listing names the data)."""

@@ -24,7 +24,7 @@ from amago_pipe.envs.rollout import rollout
 from amago_pipe.envs.vector import make_batched_env
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train.learner import Learner, LearnerHooks
-from amago_pipe.train.runtime import build_agent
+from amago_pipe.train.runtime import build_agent, resolve_reward_multiplier
 from amago_pipe.train.validation import run_episodes
 
 RECALL_ID = "amago_pipe/DelayedRecall-v0"
@@ -182,6 +182,7 @@ def critic_ablation(
     cfg = train_config(task, run)
     torch.manual_seed(run.seed)
     agent = build_agent(cfg.agent, cfg.model, store.spec, max_seq_len=cfg.max_seq_len)
+    resolve_reward_multiplier(agent, store, {"protected": 1.0})
     if not agent.discrete:
         raise ValueError("critic_ablation needs a critic with one output per discrete action")
 

@@ -28,7 +28,7 @@ from amago_pipe.train import checkpoint as ckpt
 from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, read_metrics
 from amago_pipe.train.online import OnlineCollector, check_online_data, copy_parts, staleness, wait_for_actors
 from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
-from amago_pipe.train.runtime import Runtime, build_agent, setup_runtime
+from amago_pipe.train.runtime import Runtime, build_agent, resolve_reward_multiplier, setup_runtime
 
 log = logging.getLogger("amago_pipe.train")
 
@@ -86,6 +86,9 @@ class Learner:
         if found is None:
             return False
         c = ckpt.load_checkpoint(found)
+        c.model.setdefault(
+            "reward_multiplier", self.agent.reward_multiplier.clone()
+        )  # a checkpoint older than the field
         expected = self.agent.state_dict()
         ckpt.check_shapes(expected, c.model, where=f"{self.where}: resuming from {found}")
         self.agent.load_state_dict(c.model)
@@ -98,6 +101,8 @@ class Learner:
     def load_weights(self, source: Path, parts: Sequence[str] = PARTS) -> None:
         """Copy `parts` (model, actor, critic) from a checkpoint folder or a policy file (see `copy_parts`)."""
         copy_parts(self.agent, Path(source), parts, where=f"{self.where}.init_from")
+        if self.cfg.agent.reward_multiplier != "auto":  # a number given here wins over the source's
+            self.agent.reward_multiplier.fill_(float(self.cfg.agent.reward_multiplier))
         self.agent.reset_policy_average()
         log.info("initialised %s from %s", ", ".join(parts), source)
 
@@ -128,6 +133,13 @@ class Learner:
                 loader = None if dynamic else stack.enter_context(self._loader(cfg.partitions))
                 for epoch in range(self.state.epoch, cfg.epochs):
                     self._online_row = self._collect(epoch)
+                    fixed = resolve_reward_multiplier(self.agent, self.store, cfg.weights_at(epoch))
+                    if fixed is not None:
+                        log.info(
+                            "reward_multiplier auto: %g (from the rewards of %s)",
+                            fixed,
+                            ", ".join(cfg.weights_at(epoch)),
+                        )
                     if loader is None:
                         with self._loader(self._weights(epoch)) as epoch_loader:
                             self._epoch(epoch, model, optimizer, epoch_loader, logger)
@@ -375,6 +387,7 @@ class Learner:
             epochs=st.epoch,
             steps=st.step,
             timesteps=st.timesteps,
+            reward_multiplier=float(self.agent.reward_multiplier),
             train_seconds=round(st.wall_time, 2),
             updates_per_s=round(st.step / st.wall_time, 2) if st.wall_time > 0 else None,
         )

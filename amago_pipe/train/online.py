@@ -41,7 +41,7 @@ EPOCH_ATTR = "online_epoch"
 PART_PREFIXES = {
     "model": ("model.",),
     "actor": ("actor.", "target_actor."),
-    "critic": ("critic.", "target_critic.", "popart."),
+    "critic": ("critic.", "target_critic.", "popart.", "reward_multiplier"),
 }
 """State-dict prefixes of each part `init_from` can copy."""
 
@@ -53,6 +53,7 @@ def copy_parts(agent: Any, source: Path, parts: Sequence[str], *, where: str) ->
     another model shape."""
     weights = ckpt.load_checkpoint(source).model if source.is_dir() else ckpt.load_weights(source)
     weights.update({k.removeprefix("policy_avg."): v for k, v in weights.items() if k.startswith("policy_avg.")})
+    weights.setdefault("reward_multiplier", agent.reward_multiplier.clone())  # a source older than the field
     if "actor" in parts and not any(k.startswith("target_actor.") for k in weights):  # a policy file
         weights.update({f"target_{k}": v for k, v in weights.items() if k.startswith("actor.")})
     prefixes = tuple(p for part in parts for p in PART_PREFIXES[part])

@@ -1,6 +1,7 @@
-"""Process setup of a learner: threads and determinism, accelerate (device, ranks, precision), agent building.
+"""Process setup of a learner: threads and determinism, accelerate (device, ranks, precision), agent building,
+and the data-dependent pieces of the agent (`reward_multiplier: auto`).
 
-Imports torch, accelerate and the agents; never the pipeline or the CLI.
+Imports torch, accelerate, the agents and the store; never the pipeline or the CLI.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from amago_pipe.agents.agent import Agent
@@ -16,6 +18,12 @@ from amago_pipe.config.nets import ModelConfig
 from amago_pipe.config.train import AgentConfig, TrainStageConfig
 from amago_pipe.errors import ConfigError
 from amago_pipe.spec import DataSpec
+from amago_pipe.store import TrajectoryStore
+
+AUTO_REWARD_SCALE = 10.0
+"""`reward_multiplier: auto` scales the data's large rewards to this size (the default for rewards of size 1)."""
+AUTO_REWARD_QUANTILE = 99.0
+"""... where "large" is this percentile of |reward| over the nonzero rewards (robust to a few outliers)."""
 
 
 @dataclass
@@ -66,3 +74,30 @@ def build_agent(
     if compile:
         agent.forward = torch.compile(agent.forward)  # type: ignore[method-assign]
     return agent
+
+
+def auto_reward_multiplier(rewards: np.ndarray) -> float:
+    """`AUTO_REWARD_SCALE` / the `AUTO_REWARD_QUANTILE` percentile of |reward| over nonzero rewards, to 3
+    significant digits; `AUTO_REWARD_SCALE` itself when every reward is 0."""
+    size = np.abs(rewards[np.isfinite(rewards) & (rewards != 0)].astype(np.float64))
+    if not size.size:
+        return AUTO_REWARD_SCALE
+    value = AUTO_REWARD_SCALE / float(np.percentile(size, AUTO_REWARD_QUANTILE))
+    return float(f"{value:.3g}")
+
+
+def resolve_reward_multiplier(agent: Agent, store: TrajectoryStore, partitions: dict[str, float]) -> float | None:
+    """Fix an `auto` reward multiplier from the rewards of the weighted `partitions`, once; returns the value set
+    now, or None (already fixed, or no data yet). Under torch.distributed every rank takes rank 0's value."""
+    if float(agent.reward_multiplier) > 0:
+        return None
+    known = set(store.partitions())
+    rewards = [store.rewards(p) for p, w in partitions.items() if w > 0 and p in known]
+    if not any(r.size for r in rewards):
+        return None
+    value = torch.tensor(auto_reward_multiplier(np.concatenate(rewards)), dtype=torch.float32)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        value = value.to(agent.reward_multiplier.device)
+        torch.distributed.broadcast(value, src=0)
+    agent.reward_multiplier.fill_(float(value))
+    return float(value)

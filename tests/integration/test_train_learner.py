@@ -72,6 +72,7 @@ def test_training_writes_checkpoints_policies_and_metrics(store, tmp_path: Path)
         _cfg(logging=LoggingConfig(log_interval=2, plots=True)), store, out, seed=1, hooks=LearnerHooks()
     ).run()
     assert metrics["steps"] == 12 and metrics["epochs"] == 3 and metrics["critic_loss"] is not None
+    assert metrics["reward_multiplier"] == 10.0  # `auto` on rewards of 0 and 1
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0002", "epoch_0003", "latest"]
     assert sorted(p.name for p in (out / "policy").iterdir()) == [
         "epoch_0002.safetensors",

@@ -123,6 +123,9 @@ def test_offline_then_online_with_a_warm_start(tmp_path: Path) -> None:
     learner.run()
     tagged = [s for s in store.segments("fifo") if s.attrs.get(RUN_ATTR) == "tune"]
     assert {int(s.attrs[EPOCH_ATTR]) for s in tagged} == {1}  # epoch 0 trained on protected only
+    critic_copy = Learner(cfg, store, tmp_path / "c", seed=1, hooks=LearnerHooks(run_name="c"))
+    critic_copy.load_weights(tmp_path / "pre/checkpoints/latest", ["critic"])  # `auto`: the source's fixed value
+    assert float(critic_copy.agent.reward_multiplier) == float(source["reward_multiplier"]) > 0
     other = config(model={"tstep_encoder": {"type": "ff", "d_hidden": 8, "d_output": 8},
                           "traj_encoder": {"type": "gru", "d_model": 12, "n_layers": 1}})  # fmt: skip
     wrong = Learner(other, store, tmp_path / "w", seed=0, hooks=LearnerHooks(run_name="w"))

@@ -38,6 +38,7 @@ def test_update_is_finite_trains_every_part_and_acts(
         actor=ActorHeadConfig(d_hidden=16, **actor),  # type: ignore[arg-type]
         critic=CriticHeadConfig(d_hidden=16, num_critics=2, **critic),  # type: ignore[arg-type]
         n_step=n_step,
+        reward_multiplier=10.0,
         **(MEMORY_RECIPE if memory_recipe else {}),
     )
     spec = make_spec(kind)
@@ -58,7 +59,7 @@ def test_n_step_changes_the_critic_targets(tmp_path_factory) -> None:
     losses = []
     for n_step in (1, 3):
         torch.manual_seed(0)
-        cfg = AgentConfig(critic=CriticHeadConfig(d_hidden=16), n_step=n_step)
+        cfg = AgentConfig(critic=CriticHeadConfig(d_hidden=16), n_step=n_step, reward_multiplier=10.0)
         losses.append(Agent(make_spec("discrete"), TINY, cfg, max_seq_len=6)(batch)[1]["td_target_mean"])
     assert not torch.allclose(losses[0], losses[1])
 
@@ -71,7 +72,9 @@ def test_tree_backup_changes_n_step_targets_of_discrete_kinds(tmp_path_factory, 
 
     def target_mean(n_step: int, correction: str) -> torch.Tensor:
         torch.manual_seed(0)
-        cfg = AgentConfig(critic=CriticHeadConfig(d_hidden=16), n_step=n_step, nstep_correction=correction)  # type: ignore[arg-type]
+        cfg = AgentConfig(
+            critic=CriticHeadConfig(d_hidden=16), n_step=n_step, nstep_correction=correction, reward_multiplier=10.0
+        )  # type: ignore[arg-type]
         return Agent(make_spec(kind), TINY, cfg, max_seq_len=6)(batch)[1]["td_target_mean"]
 
     assert not torch.allclose(target_mean(3, "none"), target_mean(3, "tree_backup"))

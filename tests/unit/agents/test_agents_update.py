@@ -32,6 +32,7 @@ def _agent(kind: str, name: str, **overrides: object) -> Agent:
     cls, cfg_cls = AGENTS[name]
     bins = {"output": "bins", "num_bins": 16} if name == "multitask" else {}
     critic = CriticHeadConfig(d_hidden=16, num_critics=3, **bins)  # type: ignore[arg-type]
+    overrides = {"reward_multiplier": 10.0, **overrides}  # fixed: no learner resolves `auto` here
     cfg = cfg_cls(actor=ActorHeadConfig(d_hidden=16), critic=critic, **overrides)  # type: ignore[arg-type]
     return cls(make_spec(kind), TINY, cfg, max_seq_len=6)
 
