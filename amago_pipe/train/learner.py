@@ -86,9 +86,8 @@ class Learner:
         if found is None:
             return False
         c = ckpt.load_checkpoint(found)
-        c.model.setdefault(
-            "reward_multiplier", self.agent.reward_multiplier.clone()
-        )  # a checkpoint older than the field
+        # a checkpoint older than the field keeps this config's value (`auto`: fixed again from the data)
+        c.model.setdefault("reward_multiplier", self.agent.reward_multiplier.clone())
         expected = self.agent.state_dict()
         ckpt.check_shapes(expected, c.model, where=f"{self.where}: resuming from {found}")
         self.agent.load_state_dict(c.model)
@@ -133,13 +132,7 @@ class Learner:
                 loader = None if dynamic else stack.enter_context(self._loader(cfg.partitions))
                 for epoch in range(self.state.epoch, cfg.epochs):
                     self._online_row = self._collect(epoch)
-                    fixed = resolve_reward_multiplier(self.agent, self.store, cfg.weights_at(epoch))
-                    if fixed is not None:
-                        log.info(
-                            "reward_multiplier auto: %g (from the rewards of %s)",
-                            fixed,
-                            ", ".join(cfg.weights_at(epoch)),
-                        )
+                    self._fix_reward_multiplier(epoch)
                     if loader is None:
                         with self._loader(self._weights(epoch)) as epoch_loader:
                             self._epoch(epoch, model, optimizer, epoch_loader, logger)
@@ -150,6 +143,13 @@ class Learner:
             if self.collector is not None:
                 self.collector.close()
         return self._finish()
+
+    def _fix_reward_multiplier(self, epoch: int) -> None:
+        """`reward_multiplier: auto`: fix it from this epoch's data, once (no-op when fixed or no data yet)."""
+        weights = self.cfg.weights_at(epoch)
+        fixed = resolve_reward_multiplier(self.agent, self.store, weights)
+        if fixed is not None:
+            log.info("reward_multiplier auto: %g (from the rewards of %s)", fixed, ", ".join(weights))
 
     def _loader(self, weights: dict[str, float]) -> BatchLoader:
         cfg = self.cfg
