@@ -132,7 +132,6 @@ class Learner:
                 loader = None if dynamic else stack.enter_context(self._loader(cfg.partitions))
                 for epoch in range(self.state.epoch, cfg.epochs):
                     self._online_row = self._collect(epoch)
-                    self._fix_reward_multiplier(epoch)
                     if loader is None:
                         with self._loader(self._weights(epoch)) as epoch_loader:
                             self._epoch(epoch, model, optimizer, epoch_loader, logger)
@@ -144,12 +143,11 @@ class Learner:
                 self.collector.close()
         return self._finish()
 
-    def _fix_reward_multiplier(self, epoch: int) -> None:
-        """`reward_multiplier: auto`: fix it from this epoch's data, once (no-op when fixed or no data yet)."""
-        weights = self.cfg.weights_at(epoch)
-        fixed = resolve_reward_multiplier(self.agent, self.store, weights)
+    def _fix_reward_multiplier(self, partitions: dict[str, float]) -> None:
+        """`reward_multiplier: auto`: fix it from the data about to be sampled, once (no-op when already fixed)."""
+        fixed = resolve_reward_multiplier(self.agent, self.store, partitions)
         if fixed is not None:
-            log.info("reward_multiplier auto: %g (from the rewards of %s)", fixed, ", ".join(weights))
+            log.info("reward_multiplier auto: %g (from the rewards of %s)", fixed, ", ".join(partitions))
 
     def _loader(self, weights: dict[str, float]) -> BatchLoader:
         cfg = self.cfg
@@ -222,6 +220,7 @@ class Learner:
 
     def _epoch(self, epoch: int, model: Any, optimizer: Any, loader: BatchLoader, logger: MetricsLogger) -> None:
         cfg, rt, st = self.cfg, self.rt, self.state
+        self._fix_reward_multiplier(loader.partitions)  # the data is there now (online: collected or waited for)
         started, window = time.perf_counter(), _MetricWindow()
         first_step, last_console, elapsed = st.step, 0.0, 0.0
         for _ in range(cfg.updates_per_epoch):
