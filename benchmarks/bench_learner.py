@@ -6,6 +6,7 @@ with CartPole-like (discrete) or Pendulum-like (continuous) shapes. Prints a Mar
     python benchmarks/bench_learner.py                 # the default set, 1 thread
     python benchmarks/bench_learner.py --threads 2 --updates 10
     python benchmarks/bench_learner.py --only tf128-L64-discrete
+    python benchmarks/bench_learner.py --device cuda --bf16 --updates 30   # GPU: MFU against its bf16 matmul rate
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # AMAGO's own defaults for comparison: 4 critics x 7 gammas, d_model 256, 24 x 128
     "amago-defaults-discrete": dict(traj="transformer", d=256, L=128, kind="discrete", gammas=AMAGO_GAMMAS, K=4),
     "amago-defaults-continuous": dict(traj="transformer", d=256, L=128, kind="continuous", gammas=AMAGO_GAMMAS, K=4),
+    # long context (GPU): the T-Maze pipeline's model at corridor 800 (L 1024), and AMAGO's sizes at L 1024
+    "tmaze-tf64-L1024": dict(traj="transformer", d=64, L=1024, kind="discrete", gammas=(0.9, 0.99), K=4, small=True),
+    "amago-defaults-L1024": dict(traj="transformer", d=256, L=1024, kind="discrete", gammas=AMAGO_GAMMAS, K=4),
     # the models of pipelines/quickstart.yaml and pipelines/pendulum-offline.yaml
     "quickstart-tf64-L32": dict(traj="transformer", d=64, L=32, kind="discrete", gammas=(0.9,), K=4, small=True),
     "pendulum-ff64-L32": dict(traj="ff", d=64, L=32, kind="continuous", gammas=(0.9,), K=4, small=True),
@@ -40,18 +44,29 @@ CONFIGS: dict[str, dict[str, Any]] = {
 BATCH = 24
 
 
-def matmul_rate(threads: int, n: int = 1024, repeats: int = 20) -> float:
-    """Measured fp32 GEMM FLOP/s of this CPU at `threads` threads."""
+def matmul_rate(threads: int, device: str = "cpu", bf16: bool = False) -> float:
+    """Measured GEMM FLOP/s: fp32 on this CPU at `threads` threads, or fp32 / bf16 on the GPU (random data)."""
     import torch
 
     torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
+    n, repeats = (1024, 20) if device == "cpu" else (8192, 20)
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     for _ in range(3):
         a @ b
+    _sync(device)
     start = time.perf_counter()
     for _ in range(repeats):
         a @ b
+    _sync(device)
     return 2 * n**3 * repeats / (time.perf_counter() - start)
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 def _store(path: Path, kind: str) -> Any:
@@ -87,11 +102,8 @@ def _store(path: Path, kind: str) -> Any:
     return store
 
 
-def run_one(name: str, threads: int, updates: int) -> dict[str, Any]:
-    """Measure one configuration in this process."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
+def _configs(c: dict[str, Any]) -> tuple[Any, Any]:
+    """The agent and model configs of one CONFIGS entry."""
     from amago_pipe.config.nets import (
         ActorHeadConfig,
         CriticHeadConfig,
@@ -102,13 +114,7 @@ def run_one(name: str, threads: int, updates: int) -> dict[str, Any]:
         TransformerConfig,
     )
     from amago_pipe.config.train import AgentConfig
-    from amago_pipe.data.loader import BatchLoader
-    from amago_pipe.train.optim import make_optimizer
-    from amago_pipe.train.runtime import build_agent
 
-    c = CONFIGS[name]
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
     small = c.get("small", False)
     traj = {
         "transformer": TransformerConfig(d_model=c["d"], n_heads=4 if small else 8, n_layers=2 if small else 3),
@@ -116,7 +122,6 @@ def run_one(name: str, threads: int, updates: int) -> dict[str, Any]:
         "ff": FFTrajConfig(d_model=c["d"], n_layers=2),
     }[c["traj"]]
     tstep = FFTstepConfig(d_hidden=128, d_output=64) if small else FFTstepConfig()
-    model = ModelConfig(tstep_encoder=tstep, traj_encoder=traj)
     hidden = 128 if small else 256
     agent_cfg = AgentConfig(
         gamma=0.98 if small else 0.999,
@@ -125,17 +130,37 @@ def run_one(name: str, threads: int, updates: int) -> dict[str, Any]:
         actor=ActorHeadConfig(d_hidden=hidden),  # type: ignore[call-arg]
         critic=CriticHeadConfig(num_critics=c["K"], d_hidden=hidden),  # type: ignore[call-arg]
     )
+    return agent_cfg, ModelConfig(tstep_encoder=tstep, traj_encoder=traj)
+
+
+def run_one(name: str, threads: int, updates: int, device: str = "cpu", bf16: bool = False) -> dict[str, Any]:
+    """Measure one configuration in this process (`bf16`: autocast on the GPU, as `mixed_precision: bf16`)."""
+    import contextlib
+
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from amago_pipe.data.loader import BatchLoader
+    from amago_pipe.train.optim import make_optimizer
+    from amago_pipe.train.runtime import build_agent
+
+    c = CONFIGS[name]
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    agent_cfg, model = _configs(c)
     with tempfile.TemporaryDirectory() as tmp:
         store = _store(Path(tmp) / "s.zarr", c["kind"])
-        agent = build_agent(agent_cfg, model, store.spec, max_seq_len=c["L"])
+        agent = build_agent(agent_cfg, model, store.spec, max_seq_len=c["L"]).to(device)
         opt = make_optimizer(agent, lr=1e-4, weight_decay=1e-4)
         loader = BatchLoader(
             store, batch_size=BATCH, seq_len=c["L"], partitions={"protected": 1.0}, seed=0, threaded=False
         )
-        batches = [next(loader) for _ in range(4)]
+        batches = [next(loader).to(device) for _ in range(4)]
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
         def update(i: int) -> None:
-            loss, _ = agent(batches[i % len(batches)])
+            with autocast:
+                loss, _ = agent(batches[i % len(batches)])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
@@ -147,9 +172,13 @@ def run_one(name: str, threads: int, updates: int) -> dict[str, Any]:
         flops = counter.get_total_flops()
         for i in range(2):
             update(i)
+        _sync(device)
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
         for i in range(updates):
             update(i)
+        _sync(device)
         seconds = (time.perf_counter() - start) / updates
         sample_start = time.perf_counter()
         for _ in range(5):
@@ -165,6 +194,7 @@ def run_one(name: str, threads: int, updates: int) -> dict[str, Any]:
         "achieved_gflops": round(flops / seconds / 1e9, 1),
         "sample_ms": round(sample_ms, 1),
         "peak_rss_MB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_cuda_MB": round(torch.cuda.max_memory_allocated() / 2**20) if device == "cuda" else "-",
     }
 
 
@@ -173,15 +203,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--updates", type=int, default=8)
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--bf16", action="store_true", help="bf16 autocast (GPU), MFU against the bf16 matmul rate")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_one(args.one, args.threads, args.updates)))
+        print(json.dumps(run_one(args.one, args.threads, args.updates, args.device, args.bf16)))
         return
-    rate = matmul_rate(args.threads)
+    rate = matmul_rate(args.threads, args.device, args.bf16)
     import torch
 
-    print(f"torch {torch.__version__}, {args.threads} thread(s), measured fp32 matmul rate {rate / 1e9:.1f} GFLOP/s")
+    where = torch.cuda.get_device_name() if args.device == "cuda" else f"{args.threads} CPU thread(s)"
+    precision = "bf16" if args.bf16 else "fp32"
+    print(f"torch {torch.__version__}, {where}, measured {precision} matmul rate {rate / 1e9:,.1f} GFLOP/s")
     print(f"batch {BATCH}; default agent: 3 gammas (0.9, 0.99, 0.999), 4 critics; 'amago-defaults': 7 gammas\n")
     cols = [
         "config",
@@ -193,13 +227,16 @@ def main() -> None:
         "mfu_%",
         "sample_ms",
         "peak_rss_MB",
+        "peak_cuda_MB",
     ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for name in args.only or list(CONFIGS):
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        cmd = [sys.executable, __file__, "--one", name, "--threads", str(args.threads), "--updates", str(args.updates)]
+        cmd += ["--device", args.device, *(["--bf16"] if args.bf16 else [])]
         proc = subprocess.run(
-            [sys.executable, __file__, "--one", name, "--threads", str(args.threads), "--updates", str(args.updates)],
+            cmd,
             capture_output=True,
             text=True,
             env=env,

@@ -5,7 +5,7 @@ encoder and width) or peak CUDA memory, batch 24, 3 layers, d_model 128/256, L =
 ms per step with the cache as the context grows. On a GPU it adds bf16 long-context cases up to L=8192.
 `--quick` runs d_model 128 and L <= 256 only. Prints markdown tables.
 
-    python benchmarks/bench_nets.py [--quick] [--threads N] [--device cpu|cuda]
+    python benchmarks/bench_nets.py [--quick] [--threads N] [--device cpu|cuda] [--gpu-only]
 """
 
 from __future__ import annotations
@@ -264,6 +264,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--gpu-only", action="store_true", help="only the bf16 long-context GPU tables")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--d-model", type=int, default=128, help=argparse.SUPPRESS)
     p.add_argument("--lengths", default="64", help=argparse.SUPPRESS)
@@ -277,6 +278,8 @@ def main() -> None:
     print(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads {args.threads}, "
           f"load average {os.getloadavg()[0]:.1f}; device {args.device}; python {platform.python_version()}, "
           f"torch {torch.__version__}\n")  # fmt: skip
+    if args.gpu_only:
+        return gpu_tables()
     train = train_table(args, lengths, widths)
     print("#### Training: forward+backward, batch 24, 3 layers\n")
     print(table(train, [("encoder", "encoder", ""), ("d_model", "d_model", ""), ("L", "L", ""),

@@ -124,10 +124,11 @@ def selective_scan_torch(
     A = A.float()
     h = h0.float() if h0 is not None else u.new_zeros(batch, d_inner, A.shape[1], dtype=torch.float32)
     u_t, delta_t, B_t, C_t = (x.float().transpose(0, 1).contiguous() for x in (u, delta, Bm, C))  # (L, B, ...)
-    if torch.is_grad_enabled():
-        y, h_last = _SelectiveScan.apply(u_t, delta_t, A, B_t, C_t, h, chunk)
-    else:  # inference: plain ops, which traced and exported programs can hold
-        y, h_last, _ = _scan(u_t, delta_t, A, B_t, C_t, h, chunk)
+    with torch.autocast(u.device.type, enabled=False):  # float32 under bf16 autocast too (its matmuls would not be)
+        if torch.is_grad_enabled():
+            y, h_last = _SelectiveScan.apply(u_t, delta_t, A, B_t, C_t, h, chunk)
+        else:  # inference: plain ops, which traced and exported programs can hold
+            y, h_last, _ = _scan(u_t, delta_t, A, B_t, C_t, h, chunk)
     y = y.transpose(0, 1) + u.float() * D.float()  # (B, L, Di)
     return y.to(dtype), h_last
 
