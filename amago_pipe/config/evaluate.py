@@ -33,6 +33,8 @@ class EvaluateStageConfig(StageConfig):
     """Seed of the env resets and the policy; null derives it from the pipeline seed."""
     plots: bool = True
     """Write return plots (PNG) next to the report."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the policy acts: `auto` picks a CUDA GPU when torch sees one (the envs step on the CPU either way)."""
     baseline: str | None = None
     """An earlier evaluate stage (in `needs`) to compare with: summary.md and report.json show its mean return
     as "before" beside this one's (e.g. before and after online fine-tuning)."""

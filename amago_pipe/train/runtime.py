@@ -40,6 +40,13 @@ class Runtime:
         return self.rank == 0
 
 
+def pick_device(choice: str, where: str) -> torch.device:
+    """`auto` (CUDA when torch sees a GPU, else the CPU), `cpu` or `cuda` (a ConfigError naming `where` without one)."""
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"{where}: 'cuda' was asked for but no CUDA GPU is visible; use device: auto or cpu")
+    return torch.device("cuda" if choice != "cpu" and torch.cuda.is_available() else "cpu")
+
+
 def setup_runtime(cfg: TrainStageConfig) -> Runtime:
     """Threads, deterministic kernels, and an `accelerate.Accelerator` for `cfg.device` / precision."""
     from accelerate import Accelerator
@@ -50,9 +57,7 @@ def setup_runtime(cfg: TrainStageConfig) -> Runtime:
         torch.set_num_threads(cfg.num_threads or 1)
     elif cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
-    if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("train.device: 'cuda' was asked for but no CUDA GPU is visible; use device: auto or cpu")
-    cpu = cfg.device == "cpu" or not torch.cuda.is_available()
+    cpu = pick_device(cfg.device, "train.device").type == "cpu"
     if cfg.mixed_precision == "bf16" and cpu:
         raise ConfigError("train.mixed_precision: bf16 needs a CUDA GPU here; use mixed_precision: 'no' on CPU")
     accelerator = Accelerator(cpu=cpu, mixed_precision=cfg.mixed_precision)

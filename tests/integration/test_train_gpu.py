@@ -1,5 +1,5 @@
-"""The T-Maze pipeline trained on a CUDA GPU (fp32 with validation rollouts there, bf16, torch.compile), evaluated on
-the CPU (skipped without CUDA)."""
+"""The T-Maze pipeline trained on a CUDA GPU (fp32 with validation and evaluation there too, bf16, torch.compile)
+(skipped without CUDA)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,11 @@ VALIDATE = (
 
 @pytest.mark.parametrize(
     "extra",
-    [["stages.train.device=cuda", VALIDATE], ["stages.train.mixed_precision=bf16"], ["stages.train.compile=true"]],
+    [
+        ["stages.train.device=cuda", "stages.evaluate.device=cuda", VALIDATE],
+        ["stages.train.mixed_precision=bf16"],
+        ["stages.train.compile=true"],
+    ],
 )
 def test_tmaze_pipeline_trains_on_the_gpu(tmp_path: Path, amago: Any, extra: list[str]) -> None:
     overrides = [arg for item in [*TINY, *extra] for arg in ("--set", item)]

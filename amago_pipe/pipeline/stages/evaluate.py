@@ -46,13 +46,15 @@ class EvaluateStage(Stage):
     def run(self) -> dict[str, Any]:
         from amago_pipe.envs.stats import summarize
         from amago_pipe.train.policy_loading import load_agent, policy_path
+        from amago_pipe.train.runtime import pick_device
         from amago_pipe.train.validation import run_episodes
 
         cfg, ctx = self.config, self.ctx
         where = f"stages.{ctx.name}"
         train_name, train_dir = self.train_dir()
         path = policy_path(train_dir, cfg.checkpoint, where=f"{where}.checkpoint")
-        agent, meta = load_agent(path)
+        device = pick_device(cfg.device, f"{where}.device")
+        agent, meta = load_agent(path, device=device)
         seed = seed_from(cfg.seed, cfg.env.seed, ctx.seed)
         with ctx.progress(f"evaluate {ctx.name}", total=cfg.episodes, unit="episodes") as task:
             result = run_episodes(
@@ -62,6 +64,7 @@ class EvaluateStage(Stage):
                 spec=agent.spec,
                 greedy=cfg.greedy,
                 seed=seed,
+                device=device,
                 where=where,
                 check_stop=ctx.check_stop,
                 on_episode=lambda episode, stats: task.advance(1),
