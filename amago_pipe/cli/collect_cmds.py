@@ -52,6 +52,11 @@ OPTIONS = [
     ),
     click.option("--max-episode-steps", type=int, help="Time limit per episode (default: the env's own)."),
     click.option(
+        "--obs-keys",
+        metavar="KEY,KEY",
+        help="Keep only these keys of a Dict observation (e.g. image,direction for MiniGrid).",
+    ),
+    click.option(
         "--env-kwarg",
         "env_kwargs",
         multiple=True,
@@ -111,6 +116,8 @@ def collect(obj: Verbosity | None, **opts: Any) -> None:
         "mode": opts["mode"],
         "max_episode_steps": opts["max_episode_steps"],
     }
+    if opts["obs_keys"]:
+        env["obs_keys"] = [k.strip() for k in opts["obs_keys"].split(",") if k.strip()]
     if opts["env_kwargs"]:
         env["kwargs"] = parse_key_values(opts["env_kwargs"], "--env-kwarg", "render_mode=rgb_array")
     data: dict[str, Any] = {

@@ -32,6 +32,9 @@ class EnvConfig:
     called as `factory(num_envs=n_envs, **kwargs)` that returns a gymnasium VectorEnv (NEXT_STEP autoreset)."""
     max_episode_steps: int | None = None
     """Time limit per episode (truncation); null keeps the env's registered limit."""
+    obs_keys: list[str] | None = None
+    """Keep only these keys of a Dict observation, e.g. `[image, direction]` to drop MiniGrid's `mission` text
+    (a space the store cannot hold); null keeps them all."""
     seed: int | None = None
     """Seed of the first reset (env i gets seed + i); null derives it from the stage seed."""
     on_error: Literal["stop", "skip"] = "stop"
@@ -53,6 +56,8 @@ class EnvConfig:
             raise FieldError(
                 "on_error", "`skip` restarts one failing env; an already_vectorized env steps as one batch: use `stop`"
             )
+        if self.obs_keys is not None and not self.obs_keys:
+            raise FieldError("obs_keys", "give at least one observation key to keep (or null to keep all)")
         if self.max_episode_steps is not None and self.max_episode_steps < 1:
             raise FieldError("max_episode_steps", f"must be at least 1 (or null), got {self.max_episode_steps}")
 

@@ -35,6 +35,8 @@ class EnvFactory:
     factory: str | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
     max_episode_steps: int | None = None
+    obs_keys: tuple[str, ...] | None = None
+    """Keep only these keys of a Dict observation."""
     where: str = "env"
     """Config path used in error messages, e.g. `stages.collect.env`."""
     index: int | None = None
@@ -49,12 +51,13 @@ class EnvFactory:
             factory=cfg.factory,
             kwargs=dict(cfg.kwargs or {}),
             max_episode_steps=cfg.max_episode_steps,
+            obs_keys=tuple(cfg.obs_keys) if cfg.obs_keys is not None else None,
             where=where,
             skip_errors=cfg.on_error == "skip",
         )
 
     def __call__(self) -> gym.Env:
-        env = self._make()
+        env = self._filter(self._make(), gym.wrappers.FilterObservation)
         return env if self.index is None else IndexedEnv(env, self.index, where=self.where, skip=self.skip_errors)
 
     def make_vector(self, n: int) -> gym.vector.VectorEnv:
@@ -89,7 +92,23 @@ class EnvFactory:
                 f"{self.where}: mode already_vectorized needs a gymnasium VectorEnv of {n} envs; got {got}",
                 path=f"{self.where}.mode",
             )
-        return env
+        return self._filter(env, gym.wrappers.vector.FilterObservation)
+
+    def _filter(self, env: Any, wrapper: Any) -> Any:
+        """`obs_keys`: the env (single or vector) with only those keys of its Dict observation."""
+        if self.obs_keys is None:
+            return env
+        space = env.single_observation_space if isinstance(env, gym.vector.VectorEnv) else env.observation_space
+        have = list(space.spaces) if isinstance(space, gym.spaces.Dict) else []
+        missing = [k for k in self.obs_keys if k not in have]
+        if missing:
+            env.close()
+            found = f"its keys are {have}" if have else f"its observation space is {type(space).__name__}, not a Dict"
+            raise ConfigError(
+                f"{self.where}.obs_keys: {missing} not in the env's observations ({found})",
+                path=f"{self.where}.obs_keys",
+            )
+        return wrapper(env, list(self.obs_keys))
 
     def _make(self) -> gym.Env:
         if self.id is not None:

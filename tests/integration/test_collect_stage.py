@@ -155,6 +155,19 @@ def test_collect_command(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "minari:cp/cli-v0" in result.output
     result = runner.invoke(collect, args)
     assert isinstance(result.exception, ConfigError) and "give exactly one output" in str(result.exception)
+    keys = [
+        "--obs-keys",
+        "observation,desired_goal",
+        "--episodes",
+        "2",
+        "--n-envs",
+        "2",
+        "--store",
+        str(tmp_path / "g"),
+    ]
+    result = runner.invoke(collect, ["amago_pipe/GoalMaze-v0", *keys])
+    assert result.exit_code == 0, result.output
+    assert sorted(TrajectoryStore.open(tmp_path / "g").spec.observations) == ["desired_goal", "observation"]
 
 
 def test_collected_store_exports_to_minari_with_the_env_spaces(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ def test_env_config_defaults_and_name() -> None:
         ({"factory": "no_colon"}, "^factory: 'no_colon' is not an import path"),
         ({"id": "CartPole-v1", "n_envs": 0}, "^n_envs: must be at least 1, got 0"),
         ({"id": "CartPole-v1", "mode": "asynch"}, "^mode: expected one of 'sync', 'async'.*did you mean 'async'"),
+        ({"id": "CartPole-v1", "obs_keys": []}, "^obs_keys: give at least one observation key to keep"),
     ],
 )
 def test_env_config_errors(data: dict[str, Any], message: str) -> None:

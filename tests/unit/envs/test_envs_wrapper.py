@@ -186,3 +186,45 @@ def test_on_error_skip_stops_an_env_that_always_fails() -> None:
 def steps(env: Any, n: int) -> None:
     for _ in range(n):
         env.step(np.zeros(env.n_envs, np.int64))
+
+
+class WithText(gym.Wrapper):
+    """GoalMaze with a text field added to its Dict observation (as MiniGrid's `mission`)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.observation_space = gym.spaces.Dict({**env.observation_space.spaces, "mission": gym.spaces.Text(20)})
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return {**obs, "mission": "reach the goal"}, info
+
+    def step(self, action):
+        obs, *rest = self.env.step(action)
+        return {**obs, "mission": "reach the goal"}, *rest
+
+
+def text_goal_maze() -> gym.Env:
+    from amago_pipe.envs.builtin.goal_maze import GoalMaze
+
+    return WithText(GoalMaze())
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_obs_keys_keep_only_the_named_keys(mode: str) -> None:
+    factory = f"{__name__}:text_goal_maze"
+    with pytest.raises(ConfigError, match=r"unsupported observation space Text at 'mission'.*`obs_keys: \[\.\.\.\]`"):
+        make_batched_env(EnvConfig(factory=factory, n_envs=2, mode=mode))
+    cfg = EnvConfig(factory=factory, n_envs=2, mode=mode, obs_keys=["observation", "desired_goal"])
+    with make_batched_env(cfg) as env:
+        assert sorted(env.spec.observations) == ["desired_goal", "observation"]
+        first = env.reset(seed=0)
+        step = env.step(np.array([0, 1]))
+        assert sorted(first.obs) == sorted(step.obs) == ["desired_goal", "observation"]
+
+
+def test_obs_keys_name_what_the_env_has() -> None:
+    with pytest.raises(ConfigError, match=r"env.obs_keys: \['goal'\] not in the env's observations \(its keys are"):
+        make_batched_env(EnvConfig(id="amago_pipe/GoalMaze-v0", n_envs=1, obs_keys=["observation", "goal"]))
+    with pytest.raises(ConfigError, match=r"obs_keys: \['x'\] not in .*\(its observation space is Box, not a Dict\)"):
+        make_batched_env(EnvConfig(id="CartPole-v1", n_envs=1, obs_keys=["x"]))
