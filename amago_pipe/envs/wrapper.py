@@ -68,7 +68,7 @@ class BatchedEnv:
             vector_env.close()
             raise ConfigError(
                 f"{where}: env '{env_name}': {e}; keep only the supported keys of a Dict observation with "
-                f"`obs_keys: [...]`",
+                "`obs_keys: [...]`",
                 path=f"{where}.obs_keys",
             ) from e
         self.spec: DataSpec = from_spaces(vector_env.single_observation_space, vector_env.single_action_space)
