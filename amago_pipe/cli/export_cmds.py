@@ -53,21 +53,25 @@ def export(
 @click.argument("export_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--env", "env_id", required=True, help="Gymnasium id, e.g. CartPole-v1 or amago_pipe/TMaze-v0.")
 @click.option("--env-kwarg", "env_kwargs", multiple=True, metavar="KEY=VALUE", help="Env constructor argument.")
+@click.option(
+    "--obs-keys", metavar="KEY,KEY", help="Keep only these keys of a Dict observation (as the env's obs_keys)."
+)
 @click.option("--episodes", default=10, show_default=True, help="Episodes to play.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the first reset (episode i gets seed + i).")
 @click.option("--sample", is_flag=True, help="Sample actions instead of the most likely ones.")
 @click.option("--video", type=click.Path(dir_okay=False, path_type=Path), help="Write the first episode as MP4.")
 @click.pass_obj
 def play(
-    obj: Verbosity | None, export_dir: Path, env_id: str, env_kwargs: tuple[str, ...], episodes: int, seed: int,
-    sample: bool, video: Path | None,
+    obj: Verbosity | None, export_dir: Path, env_id: str, env_kwargs: tuple[str, ...], obs_keys: str | None,
+    episodes: int, seed: int, sample: bool, video: Path | None,
 ) -> None:  # fmt: skip
     """Run an exported policy in an environment and score it."""
     from amago_pipe.export.play import play_policy
 
     kwargs = parse_key_values(env_kwargs, "--env-kwarg", "size=9")
+    keys = [k.strip() for k in obs_keys.split(",") if k.strip()] if obs_keys else None
     result: dict[str, Any] = play_policy(
-        export_dir, env_id, kwargs=kwargs, episodes=episodes, seed=seed, sample=sample, video=video
+        export_dir, env_id, kwargs=kwargs, obs_keys=keys, episodes=episodes, seed=seed, sample=sample, video=video
     )
     if obj is None or obj.level >= 0:
         for i, (ret, length) in enumerate(zip(result["returns"], result["lengths"], strict=True)):

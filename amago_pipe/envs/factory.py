@@ -15,7 +15,7 @@ import numpy as np
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.errors import AmagoPipeError, ConfigError, DataError
 from amago_pipe.registry import import_path
-from amago_pipe.spec import flatten_obs
+from amago_pipe.spec import flatten_obs, flatten_space
 
 log = logging.getLogger("amago_pipe.envs")
 
@@ -173,6 +173,18 @@ class EnvFactory:
                 f"{self.where}.kwargs: gymnasium env '{env_id}' rejected kwargs {sorted(self.kwargs)} ({e})",
                 path=f"{self.where}.kwargs",
             ) from e
+
+
+def check_observation_space(space: Any, *, where: str, env_name: str) -> None:
+    """ConfigError naming `obs_keys` when the store cannot hold a part of this observation space."""
+    try:
+        flatten_space(space)
+    except DataError as e:
+        raise ConfigError(
+            f"{where}: env '{env_name}': {e}; keep only the supported keys of a Dict observation with "
+            "`obs_keys: [...]` (`--obs-keys a,b` on the command line)",
+            path=f"{where}.obs_keys",
+        ) from e
 
 
 class IndexedEnv(gym.Wrapper):  # type: ignore[type-arg]

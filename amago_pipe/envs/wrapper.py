@@ -14,8 +14,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from amago_pipe.actions import ActionCodec
+from amago_pipe.envs.factory import check_observation_space
 from amago_pipe.errors import ConfigError, DataError
-from amago_pipe.spec import DataSpec, flatten_obs, flatten_space, from_spaces
+from amago_pipe.spec import DataSpec, flatten_obs, from_spaces
 
 
 @dataclass
@@ -63,14 +64,10 @@ class BatchedEnv:
         self.n_envs = int(vector_env.num_envs)
         self.env_name = env_name
         try:
-            flatten_space(vector_env.single_observation_space)
-        except DataError as e:
+            check_observation_space(vector_env.single_observation_space, where=where, env_name=env_name)
+        except ConfigError:
             vector_env.close()
-            raise ConfigError(
-                f"{where}: env '{env_name}': {e}; keep only the supported keys of a Dict observation with "
-                "`obs_keys: [...]`",
-                path=f"{where}.obs_keys",
-            ) from e
+            raise
         self.spec: DataSpec = from_spaces(vector_env.single_observation_space, vector_env.single_action_space)
         self.codec = ActionCodec(self.spec.action)
         self.single_observation_space = vector_env.single_observation_space

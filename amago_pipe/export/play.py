@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from amago_pipe.envs.factory import EnvFactory
+from amago_pipe.envs.factory import EnvFactory, check_observation_space
 from amago_pipe.envs.rollout import SUCCESS_KEYS
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.export.policy import Policy
@@ -29,18 +29,22 @@ def play_policy(
     env_id: str,
     *,
     kwargs: dict[str, Any] | None = None,
+    obs_keys: list[str] | None = None,
     episodes: int = 10,
     seed: int = 0,
     sample: bool = False,
     video: Path | None = None,
 ) -> dict[str, Any]:
     """Play `episodes` episodes; returns returns, lengths, their mean and the success rate (when the env reports
-    one). The env's spaces must match the ones the policy was trained on."""
+    one). The env's spaces must match the ones the policy was trained on (`obs_keys`: keep only those keys of a Dict
+    observation, as the env config's `obs_keys`)."""
     policy = Policy.load(export_dir)
     imageio = _video_writer() if video is not None else None
     env_kwargs = {**(kwargs or {}), **({"render_mode": "rgb_array"} if video is not None else {})}
-    env = EnvFactory(id=env_id, kwargs=env_kwargs, where="--env")()
+    keep = tuple(obs_keys) if obs_keys else None
+    env = EnvFactory(id=env_id, kwargs=env_kwargs, obs_keys=keep, where="--env")()
     try:
+        check_observation_space(env.observation_space, where="--env", env_name=env_id)
         policy.spec.check_compatible(
             from_spaces(env.observation_space, env.action_space), what=f"env '{env_id}'", against="exported policy"
         )

@@ -249,6 +249,8 @@ def test_export_stage_and_command(tmp_path: Path, amago: Any) -> None:
     proc = amago("play", "cli-export", "--env", "amago_pipe/TMaze-v0", "--env-kwarg", "corridor_length=12",
                  "--episodes", "3", check=True)  # fmt: skip
     assert "success rate" in proc.stdout
+    proc = amago("play", "cli-export", "--env", "amago_pipe/TMaze-v0", "--obs-keys", "image")
+    assert proc.returncode == 2 and "--env.obs_keys: ['image'] not in the env's observations" in proc.stderr
     bad = amago("export", "runs/ex", "--out", "x", "--stage", "evaluate")
     assert bad.returncode == 2 and "not a train stage" in bad.stderr + bad.stdout
     assert not (tmp_path / "x").exists()
