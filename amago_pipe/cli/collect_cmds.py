@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from amago_pipe.cli.common import Verbosity, parse_key_values
+from amago_pipe.cli.common import Verbosity, parse_key_values, parse_obs_keys
 from amago_pipe.errors import ConfigError
 from amago_pipe.progress import progress_bar
 
@@ -117,7 +117,7 @@ def collect(obj: Verbosity | None, **opts: Any) -> None:
         "max_episode_steps": opts["max_episode_steps"],
     }
     if opts["obs_keys"]:
-        env["obs_keys"] = [k.strip() for k in opts["obs_keys"].split(",") if k.strip()]
+        env["obs_keys"] = parse_obs_keys(opts["obs_keys"])
     if opts["env_kwargs"]:
         env["kwargs"] = parse_key_values(opts["env_kwargs"], "--env-kwarg", "render_mode=rgb_array")
     data: dict[str, Any] = {

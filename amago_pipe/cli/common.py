@@ -40,6 +40,11 @@ def parse_key_values(items: tuple[str, ...], option: str, example: str) -> dict[
     return out
 
 
+def parse_obs_keys(text: str | None) -> list[str] | None:
+    """`--obs-keys a,b` into `["a", "b"]` (None when not given)."""
+    return [k.strip() for k in text.split(",") if k.strip()] if text else None
+
+
 def error_exit(message: str, code: int) -> None:
     """Print `error: message` (each extra line indented) to stderr and exit with `code`."""
     lines = message.splitlines() or [message]

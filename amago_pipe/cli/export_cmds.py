@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from amago_pipe.cli.common import Verbosity, parse_key_values
+from amago_pipe.cli.common import Verbosity, parse_key_values, parse_obs_keys
 from amago_pipe.progress import progress_bar
 
 
@@ -69,10 +69,10 @@ def play(
     from amago_pipe.export.play import play_policy
 
     kwargs = parse_key_values(env_kwargs, "--env-kwarg", "size=9")
-    keys = [k.strip() for k in obs_keys.split(",") if k.strip()] if obs_keys else None
     result: dict[str, Any] = play_policy(
-        export_dir, env_id, kwargs=kwargs, obs_keys=keys, episodes=episodes, seed=seed, sample=sample, video=video
-    )
+        export_dir, env_id, kwargs=kwargs, obs_keys=parse_obs_keys(obs_keys), episodes=episodes, seed=seed,
+        sample=sample, video=video,
+    )  # fmt: skip
     if obj is None or obj.level >= 0:
         for i, (ret, length) in enumerate(zip(result["returns"], result["lengths"], strict=True)):
             click.echo(f"episode {i}: return {ret:.3f}, {length} steps")
