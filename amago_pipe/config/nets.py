@@ -44,6 +44,17 @@ class ObsKeyConfig:
     """CNN for this image key; null uses the encoder's `cnn`."""
     channels_first: bool | None = None
     """Image layout (C, H, W) or (H, W, C); null uses the encoder's setting (or infers it from the shape)."""
+    one_hot: int | None = None
+    """Read each element of this integer key as a category in [0, N) and one-hot encode it (N classes per
+    element; an image gets C x N channels): for grids of object ids such as MiniGrid's `image` (`one_hot: 11`),
+    whose ids are labels, not magnitudes. Null: integer scalars with at most 256 values are one-hot encoded,
+    everything else is read as numbers."""
+
+    def __post_init__(self) -> None:
+        if self.one_hot is not None and self.one_hot < 2:
+            raise FieldError("one_hot", f"needs at least 2 classes, got {self.one_hot}")
+        if self.one_hot is not None and self.use == "ignore":
+            raise FieldError("one_hot", "an ignored key is not encoded; drop `one_hot` or `use: ignore`")
 
 
 @config

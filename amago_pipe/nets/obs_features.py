@@ -30,7 +30,10 @@ class KeyPlan:
     width: int = 0
     """Feature width of a vector key."""
     one_hot: int = 0
-    """Number of classes when a scalar integer key is one-hot encoded (0: not)."""
+    """Classes per element when an integer key is one-hot encoded (0: not)."""
+    strict: bool = False
+    """Ids outside the classes are a DataError (a key's `one_hot` setting; costs a host sync per batch on a GPU)
+    rather than clamped (the automatic one-hot of bounded scalars)."""
     low: int = 0
     """Smallest value of a one-hot key."""
     scale: float = 1.0
@@ -41,10 +44,11 @@ class KeyPlan:
     @property
     def image_chw(self) -> tuple[int, int, int]:
         """(C, H, W) of an image key."""
+        classes = max(1, self.one_hot)
         if len(self.shape) == 2:
-            return (1, *self.shape)
-        c_first = (self.shape[0], self.shape[1], self.shape[2])
-        return c_first if self.channels_first else (self.shape[2], self.shape[0], self.shape[1])
+            return (classes, *self.shape)
+        c, h, w = self.shape if self.channels_first else (self.shape[2], self.shape[0], self.shape[1])
+        return (c * classes, h, w)
 
 
 def plan_keys(spec: DataSpec, cfg: TstepEncoderConfig, *, images: bool) -> list[KeyPlan]:
@@ -66,11 +70,26 @@ def plan_keys(spec: DataSpec, cfg: TstepEncoderConfig, *, images: bool) -> list[
         if as_image:
             plans.append(_image_plan(key, arr, over, cfg, images))
         else:
-            plans.append(_vector_plan(key, arr))
+            plans.append(_vector_plan(key, arr, over.one_hot))
     return plans
 
 
-def _vector_plan(key: str, arr: ArraySpec) -> KeyPlan:
+def _check_one_hot(key: str, arr: ArraySpec, classes: int | None) -> int:
+    """The classes of a key's `one_hot` setting (0 when unset); ConfigError unless the key holds integers."""
+    if classes is None:
+        return 0
+    if not arr.dtype.startswith(("int", "uint", "bool")):
+        where = f"tstep_encoder.keys.{key}.one_hot"
+        raise ConfigError(f"{where}: '{key}' holds {arr.dtype} values; one_hot needs integer ids", path=where)
+    return classes
+
+
+def _vector_plan(key: str, arr: ArraySpec, one_hot: int | None = None) -> KeyPlan:
+    if one_hot is not None:
+        classes = _check_one_hot(key, arr, one_hot)
+        return KeyPlan(
+            key, "vector", arr.shape, width=max(1, math.prod(arr.shape)) * classes, one_hot=classes, strict=True
+        )
     scale = 1.0 / 255.0 if arr.dtype == "uint8" else 1.0
     is_int = arr.dtype.startswith(("int", "uint"))
     if arr.shape == () and is_int and arr.low is not None and arr.high is not None:
@@ -101,8 +120,18 @@ def _image_plan(key: str, arr: ArraySpec, over: ObsKeyConfig, cfg: TstepEncoderC
             )
         channels_first = first < last
     cnn = over.cnn or (cfg.cnn if isinstance(cfg, CnnTstepConfig) else "nature")
-    scale = 1.0 / 255.0 if arr.dtype == "uint8" else 1.0
-    return KeyPlan(key, "image", arr.shape, scale=scale, channels_first=bool(channels_first), cnn=cnn)
+    classes = _check_one_hot(key, arr, over.one_hot)
+    scale = 1.0 / 255.0 if arr.dtype == "uint8" and not classes else 1.0
+    return KeyPlan(
+        key,
+        "image",
+        arr.shape,
+        scale=scale,
+        channels_first=bool(channels_first),
+        cnn=cnn,
+        one_hot=classes,
+        strict=bool(classes),
+    )
 
 
 def check_obs(obs: dict[str, torch.Tensor], plans: list[KeyPlan], rl2: torch.Tensor, rl2_dim: int) -> None:
@@ -121,19 +150,37 @@ def check_obs(obs: dict[str, torch.Tensor], plans: list[KeyPlan], rl2: torch.Ten
 
 
 def vector_features(x: torch.Tensor, plan: KeyPlan) -> torch.Tensor:
-    """`(B, L, *shape)` -> `(B, L, width)` float features (one-hot for small integer scalars)."""
+    """`(B, L, *shape)` -> `(B, L, width)` float features (one-hot for one-hot keys)."""
     if plan.one_hot:
-        idx = (x.long() - plan.low).clamp(0, plan.one_hot - 1)
-        return F.one_hot(idx, plan.one_hot).float()  # (B, L, n)
+        return one_hot(x, plan).reshape(*x.shape[:2], plan.width)  # (B, L, width)
     flat = x.reshape(*x.shape[:2], plan.width).float()  # (B, L, width)
     return flat * plan.scale if plan.scale != 1.0 else flat
 
 
 def image_batch(x: torch.Tensor, plan: KeyPlan) -> torch.Tensor:
-    """`(B, L, *shape)` -> `(B * L, C, H, W)` float images (uint8 scaled to [0, 1])."""
-    imgs = x.reshape(-1, *plan.shape).float()  # (B*L, *shape)
+    """`(B, L, *shape)` -> `(B * L, C, H, W)` float images (uint8 scaled to [0, 1]; one-hot: C x classes)."""
+    imgs = x.reshape(-1, *plan.shape)  # (B*L, *shape)
     if len(plan.shape) == 2:
         imgs = imgs[:, None]  # (B*L, 1, H, W)
     elif not plan.channels_first:
         imgs = imgs.permute(0, 3, 1, 2)  # (B*L, C, H, W)
+    if plan.one_hot:  # (B*L, C, H, W, n) -> (B*L, C*n, H, W)
+        return one_hot(imgs, plan).permute(0, 1, 4, 2, 3).flatten(1, 2)
+    imgs = imgs.float()
     return imgs * plan.scale if plan.scale != 1.0 else imgs
+
+
+def one_hot(x: torch.Tensor, plan: KeyPlan) -> torch.Tensor:
+    """Integer ids -> float one-hot `(*x.shape, classes)`; ids outside the classes are clamped, or a DataError
+    for a strict plan (checked in eager mode; clamped in a traced, exported or compiled program)."""
+    idx = x.long() - plan.low
+    if (
+        plan.strict
+        and not (torch.jit.is_tracing() or torch.compiler.is_compiling())
+        and bool(((idx < 0) | (idx >= plan.one_hot)).any())
+    ):
+        raise DataError(
+            f"tstep encoder: observation '{plan.key}' has ids from {int(x.min())} to {int(x.max())}, outside the "
+            f"{plan.one_hot} classes of its one-hot encoding; raise tstep_encoder.keys.{plan.key}.one_hot"
+        )
+    return F.one_hot(idx.clamp(0, plan.one_hot - 1), plan.one_hot).float()

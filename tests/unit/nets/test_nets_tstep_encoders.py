@@ -8,13 +8,14 @@ import pytest
 import torch
 from nets_testing import random_obs
 
-from amago_pipe.config.build import resolve_component_class
+from amago_pipe.config.build import Problems, build, resolve_component_class
 from amago_pipe.config.nets import CnnTstepConfig, FFTstepConfig, ObsKeyConfig, TstepEncoderConfig
 from amago_pipe.config.registries import TSTEP_ENCODERS
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.nets import TstepEncoder, build_tstep_encoder
 from amago_pipe.nets.cnn import random_shift
 from amago_pipe.nets.layers import RunningNorm
+from amago_pipe.nets.obs_features import image_batch, vector_features
 from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
 
 SMALL: dict[str, dict[str, object]] = {
@@ -83,6 +84,64 @@ def test_ff_one_hot_encodes_small_integer_keys(vector_spec: DataSpec) -> None:
     widths = {p.key: (p.width, p.one_hot) for p in enc.plans}  # type: ignore[attr-defined]
     assert widths == {"mode": (4, 4), "observation": (4, 0)}
     assert enc(random_obs(vector_spec, 2, 3), rl2_for(vector_spec, 2, 3)).shape == (2, 3, 16)
+
+
+GRID = DataSpec({"grid": ArraySpec((5, 6, 3), "uint8", 0, 255)}, ActionSpec("discrete", (), n=3))
+"""A MiniGrid-like observation: a grid of (object, colour, state) ids declared as uint8 pixels."""
+
+
+def test_one_hot_key_turns_ids_into_categories() -> None:
+    enc = make("ff", GRID, keys={"grid": ObsKeyConfig(one_hot=11)}, normalize_inputs=False).eval()
+    (plan,) = enc.plans  # type: ignore[attr-defined]
+    assert (plan.width, plan.one_hot, plan.scale) == (5 * 6 * 3 * 11, 11, 1.0)
+    grid = torch.randint(0, 11, (2, 4, 5, 6, 3), dtype=torch.uint8)
+    feats = vector_features(grid, plan)  # (B, L, 990): one 1 per element, at its id
+    assert feats.shape == (2, 4, 990) and torch.equal(feats.sum(-1), torch.full((2, 4), 90.0))
+    assert torch.equal(feats.view(2, 4, 5, 6, 3, 11).argmax(-1), grid.long())
+    rl2 = rl2_for(GRID, 2, 4)
+    assert enc({"grid": grid}, rl2).shape == (2, 4, 16)
+    too_big = grid.clone()
+    too_big[1, 2, 0, 0, 0] = 12
+    with pytest.raises(
+        DataError,
+        match=r"'grid' has ids from 0 to 12, outside the 11 classes .*; raise tstep_encoder.keys.grid.one_hot",
+    ):
+        enc({"grid": too_big}, rl2)
+
+
+def test_one_hot_key_traces_and_exports() -> None:
+    """The id check runs in eager mode only: traced and exported programs (policy exports) clamp instead."""
+    enc = make("ff", GRID, keys={"grid": ObsKeyConfig(one_hot=11)}).eval()
+    grid, rl2 = torch.randint(0, 11, (1, 3, 5, 6, 3), dtype=torch.uint8), rl2_for(GRID, 1, 3)
+    expected = enc({"grid": grid}, rl2)
+    traced = torch.jit.trace(enc, ({"grid": grid}, rl2), strict=False)
+    exported = torch.export.export(enc, ({"grid": grid}, rl2), strict=False).module()
+    torch.testing.assert_close(traced({"grid": grid}, rl2), expected)
+    torch.testing.assert_close(exported({"grid": grid}, rl2), expected)
+
+
+def test_one_hot_image_has_channels_times_classes() -> None:
+    enc = make("cnn", GRID, keys={"grid": ObsKeyConfig(use="image", one_hot=4)}, impala_channels=(4,)).eval()
+    (plan,) = enc.image_plans  # type: ignore[attr-defined]
+    assert plan.image_chw == (12, 5, 6) and plan.scale == 1.0
+    grid = torch.randint(0, 4, (1, 2, 5, 6, 3), dtype=torch.uint8)
+    imgs = image_batch(grid, plan)  # (B*L, C*4, H, W): channel c*4 + k is "element c has id k"
+    assert imgs.shape == (2, 12, 5, 6)
+    assert torch.equal(imgs.view(2, 3, 4, 5, 6).argmax(2), grid.reshape(2, 5, 6, 3).permute(0, 3, 1, 2).long())
+    assert enc({"grid": grid}, rl2_for(GRID, 1, 2)).shape == (1, 2, 16)
+
+
+def test_one_hot_configuration_errors(vector_spec: DataSpec) -> None:
+    floats = DataSpec({"x": ArraySpec((3,), "float32")}, vector_spec.action)
+    with pytest.raises(ConfigError, match=r"keys.x.one_hot: 'x' holds float32 values; one_hot needs integer ids"):
+        make("ff", floats, keys={"x": ObsKeyConfig(one_hot=4)})
+    problems = Problems()
+    build(ObsKeyConfig, {"one_hot": 1}, problems)
+    build(ObsKeyConfig, {"one_hot": 5, "use": "ignore"}, problems)
+    assert [message for _, message in problems.items] == [
+        "needs at least 2 classes, got 1",
+        "an ignored key is not encoded; drop `one_hot` or `use: ignore`",
+    ]
 
 
 def test_ff_keys_can_be_ignored(vector_spec: DataSpec) -> None:
