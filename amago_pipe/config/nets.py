@@ -47,8 +47,8 @@ class ObsKeyConfig:
     one_hot: int | None = None
     """Read each element of this integer key as a category in [0, N) and one-hot encode it (N classes per
     element; an image gets C x N channels): for grids of object ids such as MiniGrid's `image` (`one_hot: 11`),
-    whose ids are labels, not magnitudes. Null: integer scalars with at most 256 values are one-hot encoded,
-    everything else is read as numbers."""
+    whose ids are labels, not magnitudes. Null: integer scalars with known bounds and at most 256 values are
+    one-hot encoded, everything else is read as numbers."""
 
     def __post_init__(self) -> None:
         if self.one_hot is not None and self.one_hot < 2:

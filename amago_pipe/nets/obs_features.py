@@ -32,8 +32,9 @@ class KeyPlan:
     one_hot: int = 0
     """Classes per element when an integer key is one-hot encoded (0: not)."""
     strict: bool = False
-    """Ids outside the classes are a DataError (a key's `one_hot` setting; costs a host sync per batch on a GPU)
-    rather than clamped (the automatic one-hot of bounded scalars)."""
+    """Ids outside the classes are a DataError (a key's `one_hot` setting; checked in eager mode only, a host sync
+    per batch on a GPU; clamped under `compile: true` and in exports) rather than clamped (the automatic one-hot
+    of bounded scalars)."""
     low: int = 0
     """Smallest value of a one-hot key."""
     scale: float = 1.0
@@ -80,7 +81,9 @@ def _check_one_hot(key: str, arr: ArraySpec, classes: int | None) -> int:
         return 0
     if not arr.dtype.startswith(("int", "uint", "bool")):
         where = f"tstep_encoder.keys.{key}.one_hot"
-        raise ConfigError(f"{where}: '{key}' holds {arr.dtype} values; one_hot needs integer ids", path=where)
+        raise ConfigError(
+            f"{where}: '{key}' holds {arr.dtype} values; one_hot needs integer ids (drop it for this key)", path=where
+        )
     return classes
 
 
@@ -180,7 +183,7 @@ def one_hot(x: torch.Tensor, plan: KeyPlan) -> torch.Tensor:
         and bool(((idx < 0) | (idx >= plan.one_hot)).any())
     ):
         raise DataError(
-            f"tstep encoder: observation '{plan.key}' has ids from {int(x.min())} to {int(x.max())}, outside the "
-            f"{plan.one_hot} classes of its one-hot encoding; raise tstep_encoder.keys.{plan.key}.one_hot"
+            f"tstep encoder: observation '{plan.key}' has ids from {int(x.min())} to {int(x.max())}; its one-hot "
+            f"encoding takes ids in [0, {plan.one_hot}): set tstep_encoder.keys.{plan.key}.one_hot above the largest"
         )
     return F.one_hot(idx.clamp(0, plan.one_hot - 1), plan.one_hot).float()

@@ -8,7 +8,7 @@ the cue to a 50/50 choice, as `tmaze-walker` does for the T-Maze. Needs no memor
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -16,11 +16,13 @@ from amago_pipe.actions import ActionCodec
 from amago_pipe.config.base import config
 from amago_pipe.config.build import FieldError
 from amago_pipe.config.policies import PolicyConfig
+from amago_pipe.envs.policies import PolicyContext
 
 LEFT, RIGHT, FORWARD = 0, 1, 2
 WALL = 2
 """MiniGrid's object id of a wall (channel 0 of a raw image; channel 2 of the one-hot image)."""
 LOOK_STEPS = 4
+"""Left turns that start a looking episode: the cue is in view after the second, the hallway ahead after the fourth."""
 
 
 @config
@@ -43,7 +45,7 @@ class Looker:
 
     Config = LookerConfig
 
-    def __init__(self, config: LookerConfig, ctx: Any):
+    def __init__(self, config: LookerConfig, ctx: PolicyContext) -> None:
         self.codec = ActionCodec(ctx.spec.action)
         self.rng = np.random.default_rng(ctx.seed)
         self.p_look = config.p_look

@@ -5,7 +5,9 @@ At each episode's last step (the step into a choice) a head on the model's state
                   room in the first 4 steps); a linear head, as the recall probe's
   --target match  whether the object about to be touched matches the cue (the reward), the conjunction the
                   critic needs; an MLP head of the critic's size
-Only windows that start at an episode's first step are scored. Prints train and held-out accuracy.
+Only windows that start at an episode's first step are scored. Prints the accuracy on the training batch and on
+a separate batch of 256 windows (drawn from the same episodes: this asks whether the network can carry the cue,
+not whether it generalises to new episodes).
 
     PYTHONPATH=benchmarks/minigrid python benchmarks/minigrid/probe.py \
         --pipeline benchmarks/minigrid/memory-offline.yaml --store runs/minigrid-memory-offline/store.zarr
@@ -19,6 +21,7 @@ from typing import Any
 
 import torch
 import yaml
+from looker import LOOK_STEPS
 
 from amago_pipe.config.build import build_strict
 from amago_pipe.config.train import TrainStageConfig
@@ -38,7 +41,7 @@ def cue_and_answers(batch: Any, target: str) -> tuple[torch.Tensor, torch.Tensor
     ids = raw[..., 0].long() if raw.shape[-1] == 3 else (raw[..., KEY] * KEY + raw[..., BALL] * BALL).long()
     n = ids.shape[0]
     steps_in_ep = batch.time.reshape(n, -1)
-    looking = (batch.obs["direction"].reshape(n, -1) == FACING_START_ROOM) & (steps_in_ep < 4)  # (B, L+1)
+    looking = (batch.obs["direction"].reshape(n, -1) == FACING_START_ROOM) & (steps_in_ep < LOOK_STEPS)  # (B, L+1)
     seen_key = ((ids == KEY).flatten(2).any(-1) & looking).any(1)
     seen_ball = ((ids == BALL).flatten(2).any(-1) & looking).any(1)
     rows, at = (batch.mask & batch.terminated).nonzero(as_tuple=True)
@@ -74,7 +77,7 @@ def main() -> None:
     )  # fmt: skip
     loader = BatchLoader(store, batch_size=cfg.batch_size, seq_len=cfg.max_seq_len, partitions={"protected": 1.0},
                          seed=args.seed, threaded=False)  # fmt: skip
-    held_out = BatchLoader(store, batch_size=256, seq_len=cfg.max_seq_len, partitions={"protected": 1.0},
+    other = BatchLoader(store, batch_size=256, seq_len=cfg.max_seq_len, partitions={"protected": 1.0},
                            seed=args.seed + 1, threaded=False).sample(10**9)  # fmt: skip
 
     def step(batch: Any) -> tuple[torch.Tensor, float, int]:
@@ -85,16 +88,18 @@ def main() -> None:
         return torch.nn.functional.cross_entropy(logits, labels), accuracy, len(labels)
 
     opt = torch.optim.AdamW([*model.parameters(), *head.parameters()], lr=cfg.lr)
-    print("| update | train accuracy | held-out accuracy (answers) |\n|---|---|---|")
+    print("| update | training batch accuracy | separate batch accuracy (answers) |\n|---|---|---|")
     for update in range(1, args.updates + 1):
         loss, accuracy, _ = step(next(loader))
         opt.zero_grad()
         loss.backward()
         opt.step()
         if update % args.every == 0:
+            model.eval()  # no running-statistics update from the separate batch
             with torch.no_grad():
-                _, held, n = step(held_out)
-            print(f"| {update} | {accuracy:.2f} | {held:.3f} ({n}) |", flush=True)
+                _, separate, n = step(other)
+            model.train()
+            print(f"| {update} | {accuracy:.2f} | {separate:.3f} ({n}) |", flush=True)
 
 
 if __name__ == "__main__":

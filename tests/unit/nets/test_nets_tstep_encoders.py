@@ -104,7 +104,7 @@ def test_one_hot_key_turns_ids_into_categories() -> None:
     too_big[1, 2, 0, 0, 0] = 12
     with pytest.raises(
         DataError,
-        match=r"'grid' has ids from 0 to 12, outside the 11 classes .*; raise tstep_encoder.keys.grid.one_hot",
+        match=r"'grid' has ids from 0 to 12; .* ids in \[0, 11\): set tstep_encoder.keys.grid.one_hot above",
     ):
         enc({"grid": too_big}, rl2)
 
@@ -129,11 +129,20 @@ def test_one_hot_image_has_channels_times_classes() -> None:
     assert imgs.shape == (2, 12, 5, 6)
     assert torch.equal(imgs.view(2, 3, 4, 5, 6).argmax(2), grid.reshape(2, 5, 6, 3).permute(0, 3, 1, 2).long())
     assert enc({"grid": grid}, rl2_for(GRID, 1, 2)).shape == (1, 2, 16)
+    first = DataSpec({"grid": ArraySpec((3, 5, 6), "uint8")}, GRID.action)
+    flat = DataSpec({"grid": ArraySpec((5, 6), "int64")}, GRID.action)
+    for spec, chw in ((first, (12, 5, 6)), (flat, (4, 5, 6))):
+        keys = {"grid": ObsKeyConfig(use="image", one_hot=4)}
+        plan = make("cnn", spec, keys=keys, impala_channels=(4,)).image_plans[0]  # type: ignore[attr-defined]
+        ids = torch.randint(0, 4, (1, 2, *spec.observations["grid"].shape))
+        assert plan.image_chw == chw and image_batch(ids, plan).shape == (2, *chw)
 
 
 def test_one_hot_configuration_errors(vector_spec: DataSpec) -> None:
     floats = DataSpec({"x": ArraySpec((3,), "float32")}, vector_spec.action)
-    with pytest.raises(ConfigError, match=r"keys.x.one_hot: 'x' holds float32 values; one_hot needs integer ids"):
+    with pytest.raises(
+        ConfigError, match=r"keys.x.one_hot: 'x' holds float32 values; one_hot needs integer ids \(drop it"
+    ):
         make("ff", floats, keys={"x": ObsKeyConfig(one_hot=4)})
     problems = Problems()
     build(ObsKeyConfig, {"one_hot": 1}, problems)
