@@ -34,11 +34,12 @@ ENVS = {"discrete": "CartPole-v1", "continuous": "Pendulum-v1"}
 MAX_SEQ_LEN = 8
 
 
-def policy_file(tmp_path: Path, encoder: str, env_id: str, seed: int = 0) -> Path:
+def policy_file(tmp_path: Path, encoder: str, env_id: str, seed: int = 0, **tstep: Any) -> Path:
     """A policy file of an untrained agent for `env_id` (what a train stage writes)."""
     return untrained_policy_file(
         tmp_path / f"{encoder}-{env_id}.safetensors", env_id, seed=seed, max_seq_len=MAX_SEQ_LEN,
-        model={"traj_encoder": ENCODERS[encoder], "tstep_encoder": {"type": "ff", "d_hidden": 32, "d_output": 16}},
+        model={"traj_encoder": ENCODERS[encoder],
+               "tstep_encoder": {"type": "ff", "d_hidden": 32, "d_output": 16, **tstep}},
         agent={"type": "agent", "actor": {"d_hidden": 32}, "critic": {"d_hidden": 32}},
     )  # fmt: skip
 
@@ -89,6 +90,23 @@ def test_round_trip(tmp_path: Path, encoder: str, kind: str) -> None:
     replay = build_replay(episodes[:1], episodes[0].length)
     np.testing.assert_allclose(replay_agent(agent, replay)[:, 0], episodes[0].actions, rtol=1e-5, atol=1e-6)
     assert taken.dtype == (np.int64 if kind == "discrete" else np.float32)
+
+
+def test_one_hot_key_round_trip(tmp_path: Path) -> None:
+    """Ids read as categories (`one_hot`) export: every form acts as the agent does on a Discrete observation."""
+    source = policy_file(tmp_path, "gru", "FrozenLake-v1", keys={"observation": {"one_hot": 16}})
+    from amago_pipe.agents.loading import agent_from_weights
+    from amago_pipe.train.policy_loading import read_meta
+
+    agent = agent_from_weights(source, read_meta(source))
+    warmup = play(Policy(agent, {"policy": read_meta(source)}), "FrozenLake-v1", 6)
+    assert len(np.unique(np.concatenate([ep.obs["observation"] for ep in warmup]))) > 1  # several ids seen
+    forms = ["torchscript", "torch_export", "onnx"]
+    manifest = export_policy(source, tmp_path / "out", episodes=warmup, forms=forms, tolerance=1e-4)
+    assert max(manifest["verification"]["max_error"].values()) <= 1e-4
+    episodes = play(Policy.load(tmp_path / "out"), "FrozenLake-v1", 2, seed=10)
+    replay = build_replay(episodes[:1], episodes[0].length)
+    np.testing.assert_array_equal(replay_agent(agent, replay)[:, 0], episodes[0].actions)
 
 
 PORTABLE = """
