@@ -117,14 +117,15 @@ class RunningNorm(nn.Module):
     """Normalise features with running mean/variance (Chan's parallel update) collected in training mode.
 
     Statistics are updated by every training-mode forward and frozen in evaluation mode; until a
-    first update the layer is the identity.
+    first update the layer is the identity. `eps` (added to the variance) is small enough that rare 0/1 flags
+    scaled by 1/255 (variance ~1e-6) still come out standardised.
     """
 
     count: torch.Tensor
     mean: torch.Tensor
     var: torch.Tensor
 
-    def __init__(self, dim: int, *, clip: float = 10.0, eps: float = 1e-5):
+    def __init__(self, dim: int, *, clip: float = 10.0, eps: float = 1e-8):
         super().__init__()
         self.clip, self.eps = clip, eps
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))

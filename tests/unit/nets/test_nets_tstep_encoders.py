@@ -171,6 +171,16 @@ def test_ff_normalizes_inputs_with_running_statistics(vector_spec: DataSpec) -> 
     assert torch.equal(RunningNorm(3).eval()(data), data)  # identity before any update
 
 
+def test_running_norm_standardises_rare_uint8_flags() -> None:
+    """A 0/1 uint8 channel scaled by 1/255 has a variance of ~1e-6: it must still come out with unit variance
+    (an eps of 1e-5 on the variance left such features at a third of that, and an agent did not learn from them)."""
+    norm = RunningNorm(2).train()
+    flags = (torch.rand(4096, 2) < torch.tensor([0.05, 0.5])).float() / 255.0  # (N, 2)
+    norm(flags)
+    out = norm.eval()(flags)
+    torch.testing.assert_close(out.std(dim=0), torch.ones(2), atol=2e-2, rtol=0)
+
+
 def test_cnn_routes_images_and_vectors(multimodal_spec: DataSpec) -> None:
     enc = make("cnn", multimodal_spec, cnn="impala", keys={"camera": ObsKeyConfig(cnn="nature")})
     kinds = {p.key: (p.kind, p.cnn, p.channels_first) for p in enc.image_plans}  # type: ignore[attr-defined]
