@@ -117,8 +117,8 @@ class RunningNorm(nn.Module):
     """Normalise features with running mean/variance (Chan's parallel update) collected in training mode.
 
     Statistics are updated by every training-mode forward and frozen in evaluation mode; until a
-    first update the layer is the identity. `eps` (added to the variance) is small enough that rare 0/1 flags
-    scaled by 1/255 (variance ~1e-6) still come out standardised.
+    first update the layer is the identity. `eps` is added to the variance: small enough to standardise 0/1
+    flags scaled by 1/255 (variance ~1e-6).
     """
 
     count: torch.Tensor

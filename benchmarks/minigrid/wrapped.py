@@ -1,8 +1,8 @@
 """MiniGrid with its own one-hot image (`env: {factory: "wrapped:make"}` with this folder on PYTHONPATH).
 
 `OneHotPartialObsWrapper` turns the (7, 7, 3) id image into (7, 7, 20) uint8 0/1 channels; the `mission` text is
-dropped. The way users often feed MiniGrid, kept as the check that uint8 0/1 inputs are normalised properly
-(benchmarks/RESULTS.md, "MiniGrid-MemoryS7": the running normalisation's eps).
+dropped. The way users often feed MiniGrid; benchmarks/RESULTS.md ("MiniGrid-MemoryS7", the input normalisation's
+eps) compares it with the in-network `one_hot`.
 """
 
 from __future__ import annotations

@@ -93,7 +93,8 @@ def test_round_trip(tmp_path: Path, encoder: str, kind: str) -> None:
 
 
 def test_one_hot_key_round_trip(tmp_path: Path) -> None:
-    """Ids read as categories (`one_hot`) export: every form acts as the agent does on a Discrete observation."""
+    """A `one_hot` key (FrozenLake's Discrete ids) exports: every form verified against the agent, and the loaded
+    Policy acts as the agent does."""
     source = policy_file(tmp_path, "gru", "FrozenLake-v1", keys={"observation": {"one_hot": 16}})
     from amago_pipe.agents.loading import agent_from_weights
     from amago_pipe.train.policy_loading import read_meta
@@ -103,7 +104,8 @@ def test_one_hot_key_round_trip(tmp_path: Path) -> None:
     assert len(np.unique(np.concatenate([ep.obs["observation"] for ep in warmup]))) > 1  # several ids seen
     forms = ["torchscript", "torch_export", "onnx"]
     manifest = export_policy(source, tmp_path / "out", episodes=warmup, forms=forms, tolerance=1e-4)
-    assert max(manifest["verification"]["max_error"].values()) <= 1e-4
+    errors = manifest["verification"]["max_error"]
+    assert set(errors) == {"weights", *forms} and max(errors.values()) <= 1e-4
     episodes = play(Policy.load(tmp_path / "out"), "FrozenLake-v1", 2, seed=10)
     replay = build_replay(episodes[:1], episodes[0].length)
     np.testing.assert_array_equal(replay_agent(agent, replay)[:, 0], episodes[0].actions)

@@ -172,8 +172,7 @@ def test_ff_normalizes_inputs_with_running_statistics(vector_spec: DataSpec) -> 
 
 
 def test_running_norm_standardises_rare_uint8_flags() -> None:
-    """A 0/1 uint8 channel scaled by 1/255 has a variance of ~1e-6: it must still come out with unit variance
-    (an eps of 1e-5 on the variance left such features at a third of that, and an agent did not learn from them)."""
+    """0/1 uint8 channels scaled by 1/255 (variance ~1e-6) come out with unit variance."""
     norm = RunningNorm(2).train()
     flags = (torch.rand(4096, 2) < torch.tensor([0.05, 0.5])).float() / 255.0  # (N, 2)
     norm(flags)
