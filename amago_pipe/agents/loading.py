@@ -16,6 +16,7 @@ from amago_pipe.config.build import Problems, build
 from amago_pipe.config.nets import ModelConfig
 from amago_pipe.config.train import AgentConfig
 from amago_pipe.errors import StoreFormatError
+from amago_pipe.nets.layers import with_fresh_norm_stats
 from amago_pipe.spec import DataSpec
 
 
@@ -29,7 +30,7 @@ def agent_from_weights(path: Path, meta: dict[str, Any], *, device: str | torch.
     if problems.items:
         raise StoreFormatError(f"{path}: its model/agent config does not validate: {'; '.join(problems.lines())}")
     agent: Agent = agent_cfg.implementation()(spec, model_cfg, agent_cfg, max_seq_len=int(meta["max_seq_len"]))
-    weights = load_file(str(path))
+    weights = with_fresh_norm_stats(agent, load_file(str(path)))
     expected = agent.policy_state_dict()
     wrong = [k for k, v in expected.items() if k not in weights or tuple(weights[k].shape) != tuple(v.shape)]
     if wrong:

@@ -155,3 +155,19 @@ class RunningNorm(nn.Module):
         std = (self.var + self.eps).sqrt().to(x.dtype)
         normalized = ((x - mean) / std).clamp(-self.clip, self.clip)
         return torch.where(self.count > 0, normalized, x)  # no host sync on GPU
+
+
+def with_fresh_norm_stats(module: nn.Module, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`weights` plus empty statistics for each RunningNorm of `module` that `weights` holds none of.
+
+    Weights saved before a model gained a RunningNorm (`normalize_images`) then load: that norm stays the
+    identity until a training-mode forward updates it, so the loaded network computes what it computed before.
+    """
+    filled = dict(weights)
+    for name, sub in module.named_modules():
+        if isinstance(sub, RunningNorm):
+            keys = {f"{name}.{b}": v for b, v in sub.named_buffers(recurse=False)}
+            if not any(k in weights for k in keys):
+                fresh = RunningNorm(sub.mean.shape[0]).to(sub.mean.device)
+                filled.update({f"{name}.{b}": v for b, v in fresh.named_buffers()})
+    return filled

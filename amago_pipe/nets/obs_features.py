@@ -114,14 +114,13 @@ def _image_plan(key: str, arr: ArraySpec, over: ObsKeyConfig, cfg: TstepEncoderC
     default_first = cfg.channels_first if isinstance(cfg, CnnTstepConfig) else None
     channels_first = over.channels_first if over.channels_first is not None else default_first
     if channels_first is None and len(arr.shape) == 3:
-        first, last = arr.shape[0], arr.shape[2]
-        if first == last:
+        channels_first = _infer_channels_first(arr.shape)
+        if channels_first is None:
             raise ConfigError(
                 f"{where}: cannot tell the channel axis of image '{key}' with shape {arr.shape}; "
                 f"set tstep_encoder.channels_first (or keys.{key}.channels_first) to true or false",
                 path=where,
             )
-        channels_first = first < last
     cnn = over.cnn or (cfg.cnn if isinstance(cfg, CnnTstepConfig) else "nature")
     classes = _check_one_hot(key, arr, over.one_hot)
     scale = 1.0 / 255.0 if arr.dtype == "uint8" and not classes else 1.0
@@ -135,6 +134,17 @@ def _image_plan(key: str, arr: ArraySpec, over: ObsKeyConfig, cfg: TstepEncoderC
         one_hot=classes,
         strict=bool(classes),
     )
+
+
+def _infer_channels_first(shape: tuple[int, ...]) -> bool | None:
+    """(C, H, W) or (H, W, C)? A square image decides (MiniGrid's one-hot (7, 7, 20) has more channels than
+    pixels a side); otherwise the shorter end axis is the channels. None when the shape cannot tell."""
+    first, mid, last = shape
+    if mid == last != first:
+        return True
+    if first == mid != last:
+        return False
+    return None if first == last else first < last
 
 
 def check_obs(obs: dict[str, torch.Tensor], plans: list[KeyPlan], rl2: torch.Tensor, rl2_dim: int) -> None:

@@ -62,7 +62,10 @@ class CnnTstepEncoder(TstepEncoder):
         self.cfg, self.rl2_dim = cfg, spec.rl2_dim
         self.cnns = nn.ModuleDict()
         self.img_heads = nn.ModuleDict()
+        self.img_norms = nn.ModuleDict()
         for p in self.image_plans:
+            if cfg.normalize_images:
+                self.img_norms[_safe(p.key)] = RunningNorm(p.image_chw[0])
             cnn = build_cnn(p.cnn, p.image_chw, act=cfg.activation, impala_channels=cfg.impala_channels)
             self.cnns[_safe(p.key)] = cnn
             self.img_heads[_safe(p.key)] = nn.Sequential(
@@ -84,6 +87,8 @@ class CnnTstepEncoder(TstepEncoder):
         parts = []
         for p in self.image_plans:
             imgs = image_batch(obs[p.key], p).to(rl2.dtype)  # (B*L, C, H, W)
+            if _safe(p.key) in self.img_norms:  # per channel: statistics over batch and pixels
+                imgs = self.img_norms[_safe(p.key)](imgs.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)  # ONNX: no -1
             if self.training and self.cfg.drqv2_aug:
                 imgs = random_shift(imgs, self.cfg.aug_pad, self.cfg.aug_fraction)
             feats = self.img_heads[_safe(p.key)](self.cnns[_safe(p.key)](imgs))  # (B*L, img_features)

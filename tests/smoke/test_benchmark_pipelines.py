@@ -26,17 +26,41 @@ def test_every_minigrid_pipeline_has_smoke_overrides() -> None:
     assert not missing, f"add smoke-size overrides for minigrid/{missing} to tests/smoke/smoke_overrides.yaml"
 
 
-@pytest.mark.parametrize("pipeline", PIPELINES, ids=[p.stem for p in PIPELINES])
-def test_minigrid_pipeline_runs(tmp_path: Path, pipeline: Path) -> None:
+def run_minigrid(tmp_path: Path, pipeline: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`amago-pipe ARGS` in `tmp_path` with benchmarks/minigrid on PYTHONPATH; skip without minigrid."""
     if importlib.util.find_spec("minigrid") is None:
         pytest.skip('the MiniGrid pipelines need the `envs` extra: pip install -e ".[envs]"')
     base = cli_env()
     env = {**base, "PYTHONPATH": os.pathsep.join([str(MINIGRID), base["PYTHONPATH"]])}
     overrides = [arg for item in SMOKE[f"minigrid/{pipeline.name}"] for arg in ("--set", item)]
-    command = [sys.executable, "-m", "amago_pipe.cli", "run", str(pipeline), *overrides, "--run-dir", "run"]
+    command = [sys.executable, "-m", "amago_pipe.cli", "run", str(pipeline), *overrides, *extra, "--run-dir", "run"]
     proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.mark.parametrize("pipeline", PIPELINES, ids=[p.stem for p in PIPELINES])
+def test_minigrid_pipeline_runs(tmp_path: Path, pipeline: Path) -> None:
+    run_minigrid(tmp_path, pipeline)
     lock = json.loads((tmp_path / "run/pipeline.lock.json").read_text())["stages"]
     assert set(lock) >= {"train", "evaluate"} and all(r["status"] == "done" for r in lock.values()), lock
     report = json.loads((tmp_path / "run/stages/evaluate/report.json").read_text())
     assert report["env"].startswith("minigrid:MiniGrid-Memory") and report["summary"]["episodes"] == 2
+
+
+def test_minigrid_images_through_a_cnn_train_and_export(tmp_path: Path) -> None:
+    """MiniGrid's raw uint8 image through the IMPALA CNN (its channels standardised by running statistics):
+    trains, evaluates, and exports with every form verified against the trained weights."""
+    cnn = "{type: cnn, cnn: impala, impala_channels: [4], img_features: 16, vector_features: 8, d_output: 32}"
+    run_minigrid(tmp_path, MINIGRID / "memory-offline.yaml", "--set", f"stages.train.model.tstep_encoder={cnn}")
+    policy = next((tmp_path / "run/stages/train").rglob("*.safetensors"))
+    from amago_pipe.train.checkpoint import load_weights
+
+    assert float(load_weights(policy)["model.tstep_encoder.img_norms.image.count"]) > 0
+    forms = ("torchscript", "torch_export", "onnx")
+    command = [sys.executable, "-m", "amago_pipe.cli", "export", "run", "--out", "exp"]
+    command += [arg for form in forms for arg in ("--form", form)]
+    proc = subprocess.run(command, cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 0 and "verified on" in proc.stdout, proc.stdout + proc.stderr
+    errors = json.loads((tmp_path / "exp/manifest.json").read_text())["verification"]["max_error"]
+    assert set(errors) == {"weights", *forms} and max(errors.values()) <= 1e-4, errors

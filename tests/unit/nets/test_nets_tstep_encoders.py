@@ -14,7 +14,7 @@ from amago_pipe.config.registries import TSTEP_ENCODERS
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.nets import TstepEncoder, build_tstep_encoder
 from amago_pipe.nets.cnn import random_shift
-from amago_pipe.nets.layers import RunningNorm
+from amago_pipe.nets.layers import RunningNorm, with_fresh_norm_stats
 from amago_pipe.nets.obs_features import image_batch, vector_features
 from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
 
@@ -180,6 +180,42 @@ def test_running_norm_standardises_rare_uint8_flags() -> None:
     torch.testing.assert_close(out.std(dim=0), torch.ones(2), atol=2e-2, rtol=0)
 
 
+def _first_conv_input(enc: TstepEncoder, grid: torch.Tensor) -> torch.Tensor:
+    """What the first convolution of a cnn encoder saw for `grid` (B, L, H, W, C) in one training forward."""
+    seen: list[torch.Tensor] = []
+    conv = next(m for m in enc.modules() if isinstance(m, torch.nn.Conv2d))
+    handle = conv.register_forward_hook(lambda _m, args, _out: seen.append(args[0].detach()))
+    enc.train()({"grid": grid}, rl2_for(GRID, *grid.shape[:2]))
+    handle.remove()
+    return seen[0]  # (B*L, C, H, W)
+
+
+def test_cnn_standardises_each_image_channel() -> None:
+    """Small uint8 ids (MiniGrid's 0..10, /255 for pixels) reach the CNN at unit scale per channel, not ~0.02."""
+    grid = torch.randint(0, 11, (8, 4, 5, 6, 3), dtype=torch.uint8) * torch.tensor([1, 0, 1], dtype=torch.uint8)
+    seen = _first_conv_input(make("cnn", GRID, impala_channels=(4,)), grid)
+    std = seen.transpose(0, 1).flatten(1).std(dim=1)  # (C,)
+    torch.testing.assert_close(std, torch.tensor([1.0, 0.0, 1.0]), atol=0.02, rtol=0)  # a constant channel stays 0
+    torch.testing.assert_close(seen.transpose(0, 1).flatten(1).mean(dim=1), torch.zeros(3), atol=1e-4, rtol=0)
+    raw = _first_conv_input(make("cnn", GRID, impala_channels=(4,), normalize_images=False), grid)
+    assert raw.amax() <= 10 / 255  # the old input: ids scaled as pixels
+
+
+def test_weights_without_image_statistics_load_as_before() -> None:
+    """A cnn policy saved before `normalize_images` loads with that norm as the identity: the same outputs."""
+    old = make("cnn", GRID, impala_channels=(4,), normalize_images=False).eval()
+    new = make("cnn", GRID, impala_channels=(4,)).eval()
+    weights = with_fresh_norm_stats(new, old.state_dict())
+    assert weights.keys() == new.state_dict().keys() and float(weights["img_norms.grid.count"]) == 0.0
+    new.load_state_dict(weights)
+    grid, rl2 = torch.randint(0, 11, (2, 3, 5, 6, 3), dtype=torch.uint8), rl2_for(GRID, 2, 3)
+    torch.testing.assert_close(new({"grid": grid}, rl2), old({"grid": grid}, rl2))
+    trained = make("cnn", GRID, impala_channels=(4,))
+    trained.train()({"grid": grid}, rl2)  # statistics a checkpoint holds are kept
+    kept = with_fresh_norm_stats(new, trained.state_dict())
+    assert float(kept["img_norms.grid.count"]) == 2 * 3 * 5 * 6
+
+
 def test_cnn_routes_images_and_vectors(multimodal_spec: DataSpec) -> None:
     enc = make("cnn", multimodal_spec, cnn="impala", keys={"camera": ObsKeyConfig(cnn="nature")})
     kinds = {p.key: (p.kind, p.cnn, p.channels_first) for p in enc.image_plans}  # type: ignore[attr-defined]
@@ -199,6 +235,17 @@ def test_cnn_channels_first_and_last_agree() -> None:
     a = enc_first({"img": img}, rl2)
     b = enc_last({"img": img.permute(0, 1, 3, 4, 2)}, rl2)
     torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize(
+    ("shape", "chw"),
+    [((7, 7, 20), (20, 7, 7)), ((20, 7, 7), (20, 7, 7)), ((84, 84, 3), (3, 84, 84)), ((4, 84, 84), (4, 84, 84)),
+     ((9, 10, 3), (3, 9, 10)), ((3, 9, 10), (3, 9, 10)), ((2, 9, 10), (2, 9, 10))],
+)  # fmt: skip
+def test_cnn_infers_the_channel_axis(shape: tuple[int, int, int], chw: tuple[int, int, int]) -> None:
+    """A square image decides the axis even with more channels than pixels a side (MiniGrid's one-hot wrapper)."""
+    spec = DataSpec({"img": ArraySpec(shape, "uint8")}, ActionSpec("discrete", (), n=2))
+    assert make("cnn", spec).image_plans[0].image_chw == chw  # type: ignore[attr-defined]
 
 
 def test_cnn_configuration_errors(vector_spec: DataSpec, multimodal_spec: DataSpec) -> None:
