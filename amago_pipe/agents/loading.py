@@ -16,7 +16,7 @@ from amago_pipe.config.build import Problems, build
 from amago_pipe.config.nets import ModelConfig
 from amago_pipe.config.train import AgentConfig
 from amago_pipe.errors import StoreFormatError
-from amago_pipe.nets.layers import with_fresh_norm_stats
+from amago_pipe.nets.layers import RunningNorm
 from amago_pipe.spec import DataSpec
 
 
@@ -30,7 +30,7 @@ def agent_from_weights(path: Path, meta: dict[str, Any], *, device: str | torch.
     if problems.items:
         raise StoreFormatError(f"{path}: its model/agent config does not validate: {'; '.join(problems.lines())}")
     agent: Agent = agent_cfg.implementation()(spec, model_cfg, agent_cfg, max_seq_len=int(meta["max_seq_len"]))
-    weights = with_fresh_norm_stats(agent, load_file(str(path)))
+    weights = _with_empty_image_stats(agent, load_file(str(path)))
     expected = agent.policy_state_dict()
     wrong = [k for k, v in expected.items() if k not in weights or tuple(weights[k].shape) != tuple(v.shape)]
     if wrong:
@@ -39,3 +39,14 @@ def agent_from_weights(path: Path, meta: dict[str, Any], *, device: str | torch.
         )
     agent.load_state_dict(weights, strict=False)
     return agent.to(device).eval()
+
+
+def _with_empty_image_stats(agent: Agent, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`weights` plus empty statistics for the image norms they lack: a `cnn` policy saved before
+    `normalize_images` existed then acts as it did (a norm without statistics is the identity)."""
+    filled = dict(weights)
+    for name, sub in agent.named_modules():
+        if isinstance(sub, RunningNorm) and name.split(".")[-2:-1] == ["img_norms"] and f"{name}.count" not in weights:
+            filled |= {f"{name}.count": torch.zeros((), dtype=torch.float64)}
+            filled |= {f"{name}.mean": torch.zeros_like(sub.mean), f"{name}.var": torch.ones_like(sub.var)}
+    return filled

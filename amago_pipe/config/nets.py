@@ -117,9 +117,7 @@ class CnnTstepConfig(TstepEncoderConfig):
     normalize_vectors: bool = True
     """Normalise vector features with running mean/std statistics updated in training mode."""
     normalize_images: bool = True
-    """Standardise each image channel with running mean/std statistics updated in training mode (after the 1/255
-    of uint8 keys, which leaves small ids or 0/1 flags stored as uint8 pixels 255x too small); policies saved
-    before this option load with it as the identity."""
+    """Standardise each image channel with running mean/std statistics (uint8 ids or flags are ~255x small)."""
     drqv2_aug: bool = False
     """Random-shift augmentation of images in training mode (DrQ-v2)."""
     aug_pad: int = 4

@@ -117,30 +117,32 @@ class RunningNorm(nn.Module):
     """Normalise features with running mean/variance (Chan's parallel update) collected in training mode.
 
     Statistics are updated by every training-mode forward and frozen in evaluation mode; until a
-    first update the layer is the identity. `eps` is added to the variance: small enough to standardise 0/1
-    flags scaled by 1/255 (variance ~1e-6).
+    first update the layer is the identity. `feature_dim` is the axis of the `dim` features (1 for `(N, C, H, W)`
+    images: one mean/variance per channel); moments are taken over every other axis. `eps` is added to the
+    variance: small enough to standardise 0/1 flags scaled by 1/255 (variance ~1e-6).
     """
 
     count: torch.Tensor
     mean: torch.Tensor
     var: torch.Tensor
 
-    def __init__(self, dim: int, *, clip: float = 10.0, eps: float = 1e-8):
+    def __init__(self, dim: int, *, clip: float = 10.0, eps: float = 1e-8, feature_dim: int = -1):
         super().__init__()
-        self.clip, self.eps = clip, eps
+        self.clip, self.eps, self.feature_dim = clip, eps, feature_dim
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
         self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
         self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
-        """Fold a batch `(..., D)` into the statistics."""
-        flat = x.reshape(-1, x.shape[-1]).to(torch.float64)  # (N, D)
-        n = flat.shape[0]
+        """Fold a batch into the statistics (moments in at least float32, folded in float64)."""
+        axis = self.feature_dim % x.dim()
+        n = x.numel() // max(1, x.shape[axis])
         if n == 0:
             return
-        batch_mean = flat.mean(0)
-        batch_var = flat.var(0, unbiased=False)
+        x = x if x.dtype in (torch.float32, torch.float64) else x.float()
+        batch_var, batch_mean = torch.var_mean(x, dim=[d for d in range(x.dim()) if d != axis], unbiased=False)
+        batch_var, batch_mean = batch_var.double(), batch_mean.double()
         total = self.count + n
         delta = batch_mean - self.mean
         self.mean.add_(delta * n / total)
@@ -151,23 +153,9 @@ class RunningNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
             self.update(x)
-        mean = self.mean.to(x.dtype)
-        std = (self.var + self.eps).sqrt().to(x.dtype)
+        shape = [1] * x.dim()
+        shape[self.feature_dim] = -1
+        mean = self.mean.to(x.dtype).view(shape)
+        std = (self.var + self.eps).sqrt().to(x.dtype).view(shape)
         normalized = ((x - mean) / std).clamp(-self.clip, self.clip)
         return torch.where(self.count > 0, normalized, x)  # no host sync on GPU
-
-
-def with_fresh_norm_stats(module: nn.Module, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """`weights` plus empty statistics for each RunningNorm of `module` that `weights` holds none of.
-
-    Weights saved before a model gained a RunningNorm (`normalize_images`) then load: that norm stays the
-    identity until a training-mode forward updates it, so the loaded network computes what it computed before.
-    """
-    filled = dict(weights)
-    for name, sub in module.named_modules():
-        if isinstance(sub, RunningNorm):
-            keys = {f"{name}.{b}": v for b, v in sub.named_buffers(recurse=False)}
-            if not any(k in weights for k in keys):
-                fresh = RunningNorm(sub.mean.shape[0]).to(sub.mean.device)
-                filled.update({f"{name}.{b}": v for b, v in fresh.named_buffers()})
-    return filled

@@ -138,13 +138,16 @@ def _image_plan(key: str, arr: ArraySpec, over: ObsKeyConfig, cfg: TstepEncoderC
 
 def _infer_channels_first(shape: tuple[int, ...]) -> bool | None:
     """(C, H, W) or (H, W, C)? A square image decides (MiniGrid's one-hot (7, 7, 20) has more channels than
-    pixels a side); otherwise the shorter end axis is the channels. None when the shape cannot tell."""
+    pixels a side); otherwise the shorter end axis is the channels, if no longer than a side. None: cannot tell."""
     first, mid, last = shape
     if mid == last != first:
         return True
     if first == mid != last:
         return False
-    return None if first == last else first < last
+    if first == last:
+        return None
+    channels, sides = (first, (mid, last)) if first < last else (last, (first, mid))
+    return first < last if channels <= min(sides) else None
 
 
 def check_obs(obs: dict[str, torch.Tensor], plans: list[KeyPlan], rl2: torch.Tensor, rl2_dim: int) -> None:

@@ -65,7 +65,7 @@ class CnnTstepEncoder(TstepEncoder):
         self.img_norms = nn.ModuleDict()
         for p in self.image_plans:
             if cfg.normalize_images:
-                self.img_norms[_safe(p.key)] = RunningNorm(p.image_chw[0])
+                self.img_norms[_safe(p.key)] = RunningNorm(p.image_chw[0], feature_dim=1)
             cnn = build_cnn(p.cnn, p.image_chw, act=cfg.activation, impala_channels=cfg.impala_channels)
             self.cnns[_safe(p.key)] = cnn
             self.img_heads[_safe(p.key)] = nn.Sequential(
@@ -86,12 +86,13 @@ class CnnTstepEncoder(TstepEncoder):
         batch, length = rl2.shape[:2]
         parts = []
         for p in self.image_plans:
+            name = _safe(p.key)
             imgs = image_batch(obs[p.key], p).to(rl2.dtype)  # (B*L, C, H, W)
-            if _safe(p.key) in self.img_norms:  # per channel: statistics over batch and pixels
-                imgs = self.img_norms[_safe(p.key)](imgs.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)  # ONNX: no -1
+            if name in self.img_norms:
+                imgs = self.img_norms[name](imgs)  # per channel, statistics over batch and pixels
             if self.training and self.cfg.drqv2_aug:
                 imgs = random_shift(imgs, self.cfg.aug_pad, self.cfg.aug_fraction)
-            feats = self.img_heads[_safe(p.key)](self.cnns[_safe(p.key)](imgs))  # (B*L, img_features)
+            feats = self.img_heads[name](self.cnns[name](imgs))  # (B*L, img_features)
             parts.append(feats.view(batch, length, -1))
         vec = self.vec_norm(_vector_input(obs, self.vector_plans, rl2))  # (B, L, vec_dim)
         rl2 = shown_rl2(rl2, self.cfg.hide_rl2)

@@ -22,7 +22,6 @@ from amago_pipe.config.online import PARTS
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.data.loader import BatchLoader
 from amago_pipe.errors import AmagoPipeError, DataError
-from amago_pipe.nets.layers import with_fresh_norm_stats
 from amago_pipe.relabel.windows import window_relabeler
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train import checkpoint as ckpt
@@ -89,7 +88,6 @@ class Learner:
         c = ckpt.load_checkpoint(found)
         # a checkpoint older than the field keeps this config's value (`auto`: fixed again from the data)
         c.model.setdefault("reward_multiplier", self.agent.reward_multiplier.clone())
-        c.model = with_fresh_norm_stats(self.agent, c.model)  # a checkpoint older than `normalize_images`
         expected = self.agent.state_dict()
         ckpt.check_shapes(expected, c.model, where=f"{self.where}: resuming from {found}")
         self.agent.load_state_dict(c.model)

@@ -26,7 +26,6 @@ from amago_pipe.envs.stats import summarize
 from amago_pipe.envs.stepper import Stepper
 from amago_pipe.envs.vector import make_batched_env
 from amago_pipe.errors import DataError
-from amago_pipe.nets.layers import with_fresh_norm_stats
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.store.tools import written_by
 from amago_pipe.train import checkpoint as ckpt
@@ -55,7 +54,6 @@ def copy_parts(agent: Any, source: Path, parts: Sequence[str], *, where: str) ->
     weights = ckpt.load_checkpoint(source).model if source.is_dir() else ckpt.load_weights(source)
     weights.update({k.removeprefix("policy_avg."): v for k, v in weights.items() if k.startswith("policy_avg.")})
     weights.setdefault("reward_multiplier", agent.reward_multiplier.clone())  # a source older than the field
-    weights = with_fresh_norm_stats(agent, weights)  # ... or than `normalize_images`
     if "actor" in parts and not any(k.startswith("target_actor.") for k in weights):  # a policy file
         weights.update({f"target_{k}": v for k, v in weights.items() if k.startswith("actor.")})
     prefixes = tuple(p for part in parts for p in PART_PREFIXES[part])

@@ -14,6 +14,8 @@ import pytest
 import yaml
 from cli_support import cli_env
 
+from amago_pipe.train.checkpoint import load_weights
+
 REPO = Path(__file__).resolve().parents[2]
 MINIGRID = REPO / "benchmarks/minigrid"
 PIPELINES = sorted(MINIGRID.glob("*.yaml"))
@@ -53,9 +55,7 @@ def test_minigrid_images_through_a_cnn_train_and_export(tmp_path: Path) -> None:
     trains, evaluates, and exports with every form verified against the trained weights."""
     cnn = "{type: cnn, cnn: impala, impala_channels: [4], img_features: 16, vector_features: 8, d_output: 32}"
     run_minigrid(tmp_path, MINIGRID / "memory-offline.yaml", "--set", f"stages.train.model.tstep_encoder={cnn}")
-    policy = next((tmp_path / "run/stages/train").rglob("*.safetensors"))
-    from amago_pipe.train.checkpoint import load_weights
-
+    policy = tmp_path / "run/stages/train/policy/latest.safetensors"
     assert float(load_weights(policy)["model.tstep_encoder.img_norms.image.count"]) > 0
     forms = ("torchscript", "torch_export", "onnx")
     command = [sys.executable, "-m", "amago_pipe.cli", "export", "run", "--out", "exp"]

@@ -14,7 +14,7 @@ from amago_pipe.config.registries import TSTEP_ENCODERS
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.nets import TstepEncoder, build_tstep_encoder
 from amago_pipe.nets.cnn import random_shift
-from amago_pipe.nets.layers import RunningNorm, with_fresh_norm_stats
+from amago_pipe.nets.layers import RunningNorm
 from amago_pipe.nets.obs_features import image_batch, vector_features
 from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
 
@@ -201,21 +201,6 @@ def test_cnn_standardises_each_image_channel() -> None:
     assert raw.amax() <= 10 / 255  # the old input: ids scaled as pixels
 
 
-def test_weights_without_image_statistics_load_as_before() -> None:
-    """A cnn policy saved before `normalize_images` loads with that norm as the identity: the same outputs."""
-    old = make("cnn", GRID, impala_channels=(4,), normalize_images=False).eval()
-    new = make("cnn", GRID, impala_channels=(4,)).eval()
-    weights = with_fresh_norm_stats(new, old.state_dict())
-    assert weights.keys() == new.state_dict().keys() and float(weights["img_norms.grid.count"]) == 0.0
-    new.load_state_dict(weights)
-    grid, rl2 = torch.randint(0, 11, (2, 3, 5, 6, 3), dtype=torch.uint8), rl2_for(GRID, 2, 3)
-    torch.testing.assert_close(new({"grid": grid}, rl2), old({"grid": grid}, rl2))
-    trained = make("cnn", GRID, impala_channels=(4,))
-    trained.train()({"grid": grid}, rl2)  # statistics a checkpoint holds are kept
-    kept = with_fresh_norm_stats(new, trained.state_dict())
-    assert float(kept["img_norms.grid.count"]) == 2 * 3 * 5 * 6
-
-
 def test_cnn_routes_images_and_vectors(multimodal_spec: DataSpec) -> None:
     enc = make("cnn", multimodal_spec, cnn="impala", keys={"camera": ObsKeyConfig(cnn="nature")})
     kinds = {p.key: (p.kind, p.cnn, p.channels_first) for p in enc.image_plans}  # type: ignore[attr-defined]
@@ -235,6 +220,10 @@ def test_cnn_channels_first_and_last_agree() -> None:
     a = enc_first({"img": img}, rl2)
     b = enc_last({"img": img.permute(0, 1, 3, 4, 2)}, rl2)
     torch.testing.assert_close(a, b)
+    a = enc_first.train()({"img": img}, rl2)  # the per-channel statistics agree too
+    b = enc_last.train()({"img": img.permute(0, 1, 3, 4, 2)}, rl2)
+    torch.testing.assert_close(a, b)
+    torch.testing.assert_close(enc_first.state_dict(), enc_last.state_dict())
 
 
 @pytest.mark.parametrize(
@@ -253,9 +242,10 @@ def test_cnn_configuration_errors(vector_spec: DataSpec, multimodal_spec: DataSp
         make("cnn", vector_spec)
     with pytest.raises(ConfigError, match=r"unknown observation key 'joint' .* did you mean 'joints'\?"):
         make("cnn", multimodal_spec, keys={"joint": ObsKeyConfig(use="ignore")})
-    square = DataSpec({"img": ArraySpec((3, 8, 3), "uint8")}, vector_spec.action)
-    with pytest.raises(ConfigError, match=r"cannot tell the channel axis .* set tstep_encoder.channels_first"):
-        make("cnn", square)
+    for shape in ((3, 8, 3), (9, 7, 20)):  # equal ends; more channels than the short side
+        unclear = DataSpec({"img": ArraySpec(shape, "uint8")}, vector_spec.action)
+        with pytest.raises(ConfigError, match=r"cannot tell the channel axis .* set tstep_encoder.channels_first"):
+            make("cnn", unclear)
     small = DataSpec({"img": ArraySpec((12, 12, 3), "uint8")}, vector_spec.action)
     with pytest.raises(ConfigError, match=r"nature CNN needs images of at least 36x36, got 12x12; use cnn: impala"):
         make("cnn", small, cnn="nature")

@@ -1,0 +1,45 @@
+"""Loading policy files into agents (`agents.loading`): files older than a network option still act as saved."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from amago_pipe.agents.loading import agent_from_weights
+from amago_pipe.config.base import to_dict
+from amago_pipe.config.build import build_strict
+from amago_pipe.config.nets import ModelConfig
+from amago_pipe.config.train import AgentConfig
+from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
+from amago_pipe.train.checkpoint import save_weights
+from amago_pipe.train.runtime import build_agent
+
+GRID = DataSpec({"grid": ArraySpec((5, 6, 3), "uint8", 0, 255)}, ActionSpec("discrete", (), n=3))
+CNN = {
+    "type": "cnn",
+    "cnn": "impala",
+    "impala_channels": (4,),
+    "img_features": 16,
+    "vector_features": 8,
+    "d_output": 16,
+}
+
+
+def test_policy_files_without_image_statistics_act_as_before(tmp_path: Path) -> None:
+    """A cnn policy file saved before `normalize_images` (no statistics, no such config key) loads with that norm
+    as the identity: the same outputs as the network it was saved from."""
+    model = {"tstep_encoder": {**CNN, "normalize_images": False},
+             "traj_encoder": {"type": "gru", "d_model": 16}}  # fmt: skip
+    agent_cfg = build_strict(AgentConfig, {"type": "agent"})
+    old = build_agent(agent_cfg, build_strict(ModelConfig, model), GRID, max_seq_len=4)
+    grid, rl2 = torch.randint(0, 11, (2, 3, 5, 6, 3), dtype=torch.uint8), torch.randn(2, 3, GRID.rl2_dim)
+    time = torch.arange(3).expand(2, 3)
+    del model["tstep_encoder"]["normalize_images"]
+    meta = {"spec": GRID.to_json(), "model": model, "agent": to_dict(agent_cfg), "max_seq_len": 4}
+    save_weights(tmp_path / "old.safetensors", old.policy_state_dict(), {k: json.dumps(v) for k, v in meta.items()})
+    loaded = agent_from_weights(tmp_path / "old.safetensors", meta)
+    assert float(loaded.state_dict()["model.tstep_encoder.img_norms.grid.count"]) == 0.0
+    expected, _ = old.model.eval()({"grid": grid}, rl2, time)
+    torch.testing.assert_close(loaded.model({"grid": grid}, rl2, time)[0], expected)
