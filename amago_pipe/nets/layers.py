@@ -135,14 +135,17 @@ class RunningNorm(nn.Module):
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
-        """Fold a batch into the statistics (moments in at least float32, folded in float64)."""
+        """Fold a batch into the statistics (folded in float64)."""
         axis = self.feature_dim % x.dim()
         n = x.numel() // max(1, x.shape[axis])
         if n == 0:
             return
-        x = x if x.dtype in (torch.float32, torch.float64) else x.float()
-        batch_var, batch_mean = torch.var_mean(x, dim=[d for d in range(x.dim()) if d != axis], unbiased=False)
-        batch_var, batch_mean = batch_var.double(), batch_mean.double()
+        if axis == x.dim() - 1:  # vectors: float64 moments (learning runs are sensitive to the last bits)
+            flat = x.reshape(-1, x.shape[-1]).to(torch.float64)  # (N, D)
+            batch_mean, batch_var = flat.mean(0), flat.var(0, unbiased=False)
+        else:  # images: float32 moments over batch and pixels, no float64 copy of every pixel
+            dims = [d for d in range(x.dim()) if d != axis]
+            batch_var, batch_mean = (m.double() for m in torch.var_mean(x.float(), dim=dims, unbiased=False))
         total = self.count + n
         delta = batch_mean - self.mean
         self.mean.add_(delta * n / total)
