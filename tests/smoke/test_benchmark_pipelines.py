@@ -28,8 +28,9 @@ def test_every_minigrid_pipeline_has_smoke_overrides() -> None:
     assert not missing, f"add smoke-size overrides for minigrid/{missing} to tests/smoke/smoke_overrides.yaml"
 
 
-def run_minigrid(tmp_path: Path, pipeline: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """`amago-pipe ARGS` in `tmp_path` with benchmarks/minigrid on PYTHONPATH; skip without minigrid."""
+def run_minigrid(tmp_path: Path, pipeline: Path, *extra: str) -> None:
+    """`amago-pipe run PIPELINE` at its smoke size (plus `extra` args) in `tmp_path`, benchmarks/minigrid on
+    PYTHONPATH, into the run dir `run`; skip without minigrid."""
     if importlib.util.find_spec("minigrid") is None:
         pytest.skip('the MiniGrid pipelines need the `envs` extra: pip install -e ".[envs]"')
     base = cli_env()
@@ -38,7 +39,6 @@ def run_minigrid(tmp_path: Path, pipeline: Path, *extra: str) -> subprocess.Comp
     command = [sys.executable, "-m", "amago_pipe.cli", "run", str(pipeline), *overrides, *extra, "--run-dir", "run"]
     proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
 
 
 @pytest.mark.parametrize("pipeline", PIPELINES, ids=[p.stem for p in PIPELINES])
@@ -51,7 +51,7 @@ def test_minigrid_pipeline_runs(tmp_path: Path, pipeline: Path) -> None:
 
 
 def test_minigrid_images_through_a_cnn_train_and_export(tmp_path: Path) -> None:
-    """MiniGrid's raw uint8 image through the IMPALA CNN (its channels standardised by running statistics):
+    """MiniGrid's uint8 image of ids through the IMPALA CNN (its channels standardised by running statistics):
     trains, evaluates, and exports with every form verified against the trained weights."""
     cnn = "{type: cnn, cnn: impala, impala_channels: [4], img_features: 16, vector_features: 8, d_output: 32}"
     run_minigrid(tmp_path, MINIGRID / "memory-offline.yaml", "--set", f"stages.train.model.tstep_encoder={cnn}")
