@@ -2,11 +2,11 @@
 # One call on a lent GPU machine (benchmarks/RESULTS.md, "MiniGrid-MemoryS7" and "On a GPU"): MiniGrid-Memory
 # learned online from scratch (memory-online.yaml: transformer seeds 0 and 1, GRU, the `ff` control, and the
 # transformer on MemoryS9, not tuned on), T-Maze's 1,600 corridor with 4,200 updates, and the GPU tests alongside.
-#     bash benchmarks/minigrid/gpu.sh [seeds]
-# `seeds`: a second call with seeds 2 / 1 / 1 of transformer / GRU / ff; GPU_DRY=1: toy sizes on the CPU, to check
-# the script itself.
-# Logs, metrics and evaluation reports go to $OUT (default runs/gpu-minigrid). Where the project is not installed,
-# the wheels in .whl/ (README "On a GPU", plus minigrid and pygame-ce) go to /tmp/site first.
+#     bash benchmarks/minigrid/gpu.sh [seeds | pixels | pixels-seeds]
+# `seeds`: a second call with seeds 2 / 1 / 1 of transformer / GRU / ff. `pixels`: MiniGrid-Memory offline from
+# looker data with the agent's view as RGB pixels (wrapped:make_rgb) through the IMPALA CNN: MemoryS7 with and
+# without `normalize_images`, the `ff` control, and MemoryS9 (not tuned on); `pixels-seeds`: their second call. GPU_DRY=1: toy sizes on the CPU, to
+# check the script itself.
 set -u
 OUT=${OUT:-runs/gpu-minigrid}
 ROOT=runs/gpu-mg/${1:-first}  # fresh per call: a finished stage of an earlier call would be skipped
@@ -31,24 +31,51 @@ stamp() { echo "[$(($(date +%s) - start)) s] $*"; }
 cat "$OUT/machine.txt"
 
 if [ -n "${GPU_DRY:-}" ]; then
-    LIMIT=${LIMIT:-200} EPOCHS=2 CORRIDOR=30 TM_EPOCHS=1
+    LIMIT=${LIMIT:-200} EPOCHS=2 PX_EPOCHS=1 CORRIDOR=30 TM_EPOCHS=1
     SMALL=(--set stages.train.updates_per_epoch=3 --set stages.train.online.timesteps_per_epoch=200
            --set stages.evaluate.episodes=4 --set 'stages.train.validate.episodes=4')
+    PX_SMALL=(--set stages.train.updates_per_epoch=3 --set stages.collect.policies.0.episodes=16
+              --set stages.evaluate.episodes=4 --set 'stages.train.validate.episodes=4')
 else
-    EPOCHS=20 CORRIDOR=1600 TM_EPOCHS=14 SMALL=()
+    EPOCHS=20 PX_EPOCHS=10 CORRIDOR=1600 TM_EPOCHS=14 SMALL=() PX_SMALL=()
 fi
 PIDS=()
+cell() {  # pipeline, name, the store's key (store or store.path), then --set overrides
+    local pipeline=$1 name=$2 key=$3
+    shift 3
+    timeout "$LIMIT" python3 -m amago_pipe.cli run "$pipeline" --run-dir "$ROOT/$name" \
+        --set "$key=$ROOT/$name/store.zarr" "$@" >"$ROOT/$name.log" 2>&1 &
+    PIDS+=("$name:$!")
+}
 online() {  # name, then --set overrides on memory-online.yaml
     local name=$1
     shift
-    timeout "$LIMIT" python3 -m amago_pipe.cli run benchmarks/minigrid/memory-online.yaml --run-dir "$ROOT/$name" \
-        --set "store.path=$ROOT/$name/store.zarr" --set "stages.train.epochs=$EPOCHS" ${SMALL[@]+"${SMALL[@]}"} "$@" \
-        >"$ROOT/$name.log" 2>&1 &
-    PIDS+=("$name:$!")
+    cell benchmarks/minigrid/memory-online.yaml "$name" store.path --set "stages.train.epochs=$EPOCHS" \
+        ${SMALL[@]+"${SMALL[@]}"} "$@"
+}
+pixels() {  # name, env_id, then --set overrides on memory-offline.yaml with the RGB view through the IMPALA CNN
+    local name=$1 env="{factory: \"wrapped:make_rgb\", kwargs: {env_id: $2}"
+    shift 2
+    PYTHONPATH="benchmarks/minigrid${PYTHONPATH:+:$PYTHONPATH}" cell benchmarks/minigrid/memory-offline.yaml "$name" \
+        store --set "stages.collect.env=$env, n_envs: 8}" --set "stages.train.validate.env=$env, n_envs: 10}" \
+        --set "stages.evaluate.env=$env, n_envs: 10}" --set "stages.train.epochs=$PX_EPOCHS" \
+        --set 'stages.train.model.tstep_encoder={type: cnn, cnn: impala}' ${PX_SMALL[@]+"${PX_SMALL[@]}"} "$@"
 }
 S9=minigrid:MiniGrid-MemoryS9-v0
 stamp "cells start"
-if [ "${1:-}" = seeds ]; then  # the second call: more seeds of the online cells, nothing else
+if [ "${1:-}" = pixels ]; then  # offline from the RGB view
+    pixels px-s7 MiniGrid-MemoryS7-v0
+    pixels px-s7-nonorm MiniGrid-MemoryS7-v0 \
+        --set 'stages.train.model.tstep_encoder={type: cnn, cnn: impala, normalize_images: false}'
+    pixels px-s7-ff MiniGrid-MemoryS7-v0 --set 'stages.train.model.traj_encoder={type: ff, d_model: 64}'
+    pixels px-s9 MiniGrid-MemoryS9-v0
+elif [ "${1:-}" = pixels-seeds ]; then  # the second call: seed 1, and MemoryS9 without `normalize_images`
+    nonorm='stages.train.model.tstep_encoder={type: cnn, cnn: impala, normalize_images: false}'
+    pixels px-s7-seed1 MiniGrid-MemoryS7-v0 --set seed=1
+    pixels px-s7-nonorm-seed1 MiniGrid-MemoryS7-v0 --set seed=1 --set "$nonorm"
+    pixels px-s9-seed1 MiniGrid-MemoryS9-v0 --set seed=1
+    pixels px-s9-nonorm MiniGrid-MemoryS9-v0 --set "$nonorm"
+elif [ "${1:-}" = seeds ]; then  # the second call: more seeds of the online cells, nothing else
     online tf-s2 --set seed=2
     online gru-s1 --set seed=1 --set 'stages.train.model.traj_encoder={type: gru, d_model: 64}'
     online ff-s1 --set seed=1 --set 'stages.train.model.traj_encoder={type: ff, d_model: 64}'

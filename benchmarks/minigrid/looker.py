@@ -3,7 +3,8 @@
 It turns around to look at the cue in the start room (with probability `p_look` per episode: 4 left turns, the
 cue is in view after the second), walks the hallway, and turns to a random end: every episode that looks carries
 the cue to a 50/50 choice, as `tmaze-walker` does for the T-Maze. Needs no memory of the task. Reads the
-`image` key, raw ids (7, 7, 3) or MiniGrid's one-hot form (7, 7, 20).
+`image` key: raw ids (7, 7, 3), MiniGrid's one-hot form (7, 7, 20) or the RGB view (7 t, 7 t, 3) of tiles t pixels
+a side.
 """
 
 from __future__ import annotations
@@ -59,9 +60,16 @@ class Looker:
 
     def act(self, obs: dict[str, np.ndarray], rl2: np.ndarray, time: np.ndarray) -> np.ndarray:
         step = np.asarray(time).reshape(len(rl2), -1)[:, -1]  # (N,) step within the episode
-        img = np.asarray(obs["image"])  # (N, 7, 7, C); the agent sits at view cell (3, 6), facing (3, 5)
-        wall_ahead = img[:, 3, 5, 0] == WALL if img.shape[-1] == 3 else img[:, 3, 5, WALL] > 0
         turn = self.rng.choice((LEFT, RIGHT), size=len(step))
-        actions = np.where(wall_ahead, turn, FORWARD)
+        actions = np.where(_wall_ahead(np.asarray(obs["image"])), turn, FORWARD)
         actions = np.where(self.look & (step < LOOK_STEPS), LEFT, actions)
         return self.codec.to_unit(actions.astype(np.int64))
+
+
+def _wall_ahead(img: np.ndarray) -> np.ndarray:
+    """(N,) whether the cell ahead of the agent is a wall: it sits at view cell (3, 6), facing (3, 5)."""
+    if img.shape[1] > 7:  # RGB pixels, rows first: a wall tile is grey (R = G = B) and lighter than the floor's 76
+        tile = img.shape[1] // 7
+        centre = img[:, 5 * tile + tile // 2, 3 * tile + tile // 2].astype(np.int64)
+        return (centre[:, 0] == centre[:, 1]) & (centre[:, 1] == centre[:, 2]) & (centre[:, 0] > 100)
+    return img[:, 3, 5, 0] == WALL if img.shape[-1] == 3 else img[:, 3, 5, WALL] > 0

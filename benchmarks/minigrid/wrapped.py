@@ -1,8 +1,8 @@
-"""MiniGrid with its own one-hot image (`env: {factory: "wrapped:make"}` with this folder on PYTHONPATH).
+"""MiniGrid as users often feed it (`env: {factory: "wrapped:make"}` with this folder on PYTHONPATH).
 
-`OneHotPartialObsWrapper` turns the (7, 7, 3) id image into (7, 7, 20) uint8 0/1 channels; the `mission` text is
-dropped. The way users often feed MiniGrid; benchmarks/RESULTS.md ("MiniGrid-MemoryS7", the input normalisation's
-eps) compares it with the in-network `one_hot`.
+`make`: `OneHotPartialObsWrapper` turns the (7, 7, 3) id image into (7, 7, 20) uint8 0/1 channels. `make_rgb`:
+`RGBImgPartialObsWrapper` renders the agent's view as (56, 56, 3) uint8 pixels. Both drop the `mission` text.
+benchmarks/RESULTS.md ("MiniGrid-MemoryS7") compares them with the in-network `one_hot` of the raw ids.
 """
 
 from __future__ import annotations
@@ -19,3 +19,13 @@ def make(env_id: str = "MiniGrid-MemoryS7-v0", **kwargs: Any) -> gym.Env:
     from minigrid.wrappers import OneHotPartialObsWrapper
 
     return FilterObservation(OneHotPartialObsWrapper(gym.make(env_id, **kwargs)), ["image", "direction"])
+
+
+def make_rgb(env_id: str = "MiniGrid-MemoryS7-v0", tile_size: int = 8, **kwargs: Any) -> gym.Env:
+    """`env_id` with the agent's view as RGB pixels (7 tiles of `tile_size` a side) and the `direction` key."""
+    import minigrid  # noqa: F401  (registers the envs)
+    from gymnasium.wrappers import FilterObservation
+    from minigrid.wrappers import RGBImgPartialObsWrapper
+
+    env = RGBImgPartialObsWrapper(gym.make(env_id, **kwargs), tile_size=tile_size)
+    return FilterObservation(env, ["image", "direction"])

@@ -64,3 +64,27 @@ def test_minigrid_images_through_a_cnn_train_and_export(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "verified on" in proc.stdout, proc.stdout + proc.stderr
     errors = json.loads((tmp_path / "exp/manifest.json").read_text())["verification"]["max_error"]
     assert set(errors) == {"weights", *forms} and max(errors.values()) <= 1e-4, errors
+
+
+def test_looker_sees_the_same_walls_in_ids_one_hot_and_pixels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The looker policy reads the cell ahead from each image form the benchmarks feed it; three copies of one
+    MiniGrid episode agree at every step."""
+    if importlib.util.find_spec("minigrid") is None:
+        pytest.skip('the MiniGrid benchmarks need the `envs` extra: pip install -e ".[envs]"')
+    monkeypatch.syspath_prepend(str(MINIGRID))
+    import gymnasium as gym
+    import numpy as np
+    from looker import _wall_ahead
+    from wrapped import make, make_rgb
+
+    envs = [gym.make("minigrid:MiniGrid-MemoryS7-v0"), make(), make_rgb()]
+    images = [env.reset(seed=3)[0]["image"] for env in envs]
+    rng = np.random.default_rng(0)
+    seen = []
+    for _ in range(60):
+        walls = [bool(_wall_ahead(img[None])[0]) for img in images]
+        assert len(set(walls)) == 1, walls
+        seen.append(walls[0])
+        action = int(rng.choice([0, 1, 2, 2, 2]))  # left, right, forward
+        images = [env.step(action)[0]["image"] for env in envs]
+    assert any(seen) and not all(seen)
