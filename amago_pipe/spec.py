@@ -219,9 +219,9 @@ def flatten_space(space: Any, prefix: str = "") -> dict[str, ArraySpec]:
     if isinstance(space, spaces.MultiBinary):
         return {key: ArraySpec(tuple(int(s) for s in np.atleast_1d(space.n)), "int8", 0.0, 1.0)}
     if isinstance(space, spaces.MultiDiscrete):
-        return {
-            key: ArraySpec(tuple(int(s) for s in np.shape(space.nvec)), "int64", 0.0, float(np.max(space.nvec) - 1))
-        }
+        start = np.asarray(space.start)
+        low, high = float(np.min(start)), float(np.max(start + space.nvec - 1))
+        return {key: ArraySpec(tuple(int(s) for s in np.shape(space.nvec)), "int64", low, high)}
     raise DataError(f"unsupported observation space {type(space).__name__} at '{key}'")
 
 

@@ -47,12 +47,13 @@ class ObsKeyConfig:
     one_hot: int | None = None
     """Read each element of this integer key as a category in [0, N) and one-hot encode it (N classes per
     element; an image gets C x N channels): for grids of object ids such as MiniGrid's `image` (`one_hot: 11`),
-    whose ids are labels, not magnitudes. Null: integer scalars with known bounds and at most 256 values are
-    one-hot encoded, everything else is read as numbers."""
+    whose ids are labels, not magnitudes. 0: read as numbers. Null: integer keys with known bounds (Discrete,
+    MultiDiscrete, integer Box) are one-hot encoded when each element takes at most 256 values (a vector's: 3 or
+    more, and at most 1,024 features in all; uint8 vectors are read as numbers); everything else as numbers."""
 
     def __post_init__(self) -> None:
-        if self.one_hot is not None and self.one_hot < 2:
-            raise FieldError("one_hot", f"needs at least 2 classes, got {self.one_hot}")
+        if self.one_hot is not None and (self.one_hot < 0 or self.one_hot == 1):
+            raise FieldError("one_hot", f"needs at least 2 classes (or 0: read as numbers), got {self.one_hot}")
         if self.one_hot is not None and self.use == "ignore":
             raise FieldError("one_hot", "an ignored key is not encoded; drop `one_hot` or `use: ignore`")
 

@@ -15,7 +15,9 @@ from amago_pipe.errors import ConfigError, DataError, did_you_mean
 from amago_pipe.spec import ArraySpec, DataSpec
 
 MAX_ONE_HOT = 256
-"""Integer scalar observations with at most this many values (known bounds) are one-hot encoded."""
+"""Integer observations whose elements take at most this many values (known bounds) are one-hot encoded."""
+MAX_ONE_HOT_WIDTH = 1024
+"""...and, for vectors, when the encoding has at most this many features."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,8 @@ def plan_keys(spec: DataSpec, cfg: TstepEncoderConfig, *, images: bool) -> list[
 
 
 def _check_one_hot(key: str, arr: ArraySpec, classes: int | None) -> int:
-    """The classes of a key's `one_hot` setting (0 when unset); ConfigError unless the key holds integers."""
-    if classes is None:
+    """The classes of a key's `one_hot` setting (0 when unset or 0); ConfigError unless the key holds integers."""
+    if not classes:
         return 0
     if not arr.dtype.startswith(("int", "uint", "bool")):
         where = f"tstep_encoder.keys.{key}.one_hot"
@@ -88,18 +90,27 @@ def _check_one_hot(key: str, arr: ArraySpec, classes: int | None) -> int:
 
 
 def _vector_plan(key: str, arr: ArraySpec, one_hot: int | None = None) -> KeyPlan:
-    if one_hot is not None:
+    size = max(1, math.prod(arr.shape))
+    if one_hot:
         classes = _check_one_hot(key, arr, one_hot)
-        return KeyPlan(
-            key, "vector", arr.shape, width=max(1, math.prod(arr.shape)) * classes, one_hot=classes, strict=True
-        )
-    scale = 1.0 / 255.0 if arr.dtype == "uint8" else 1.0
-    is_int = arr.dtype.startswith(("int", "uint"))
-    if arr.shape == () and is_int and arr.low is not None and arr.high is not None:
-        n = int(arr.high) - int(arr.low) + 1
-        if 1 < n <= MAX_ONE_HOT:
-            return KeyPlan(key, "vector", arr.shape, width=n, one_hot=n, low=int(arr.low))
-    return KeyPlan(key, "vector", arr.shape, width=max(1, math.prod(arr.shape)), scale=scale)
+        return KeyPlan(key, "vector", arr.shape, width=size * classes, one_hot=classes, strict=True)
+    n = _auto_classes(arr) if one_hot is None else 0
+    if n:
+        return KeyPlan(key, "vector", arr.shape, width=size * n, one_hot=n, low=int(arr.low or 0))
+    return KeyPlan(key, "vector", arr.shape, width=size, scale=1.0 / 255.0 if arr.dtype == "uint8" else 1.0)
+
+
+def _auto_classes(arr: ArraySpec) -> int:
+    """Classes of the automatic one-hot of a bounded integer key (0: read it as numbers). Scalars with 2 to 256
+    values; vectors (not uint8, often pixel rows or bytes) with 3 to 256 values an element and at most 1,024
+    features in all (MultiDiscrete, a grid position), since their 0/1 elements are fine as numbers."""
+    if not arr.dtype.startswith(("int", "uint")) or arr.low is None or arr.high is None:
+        return 0
+    n = int(arr.high) - int(arr.low) + 1
+    if arr.shape == ():
+        return n if 1 < n <= MAX_ONE_HOT else 0
+    fits = 2 < n <= MAX_ONE_HOT and math.prod(arr.shape) * n <= MAX_ONE_HOT_WIDTH
+    return n if fits and arr.dtype != "uint8" else 0
 
 
 def _image_plan(key: str, arr: ArraySpec, over: ObsKeyConfig, cfg: TstepEncoderConfig, images: bool) -> KeyPlan:

@@ -25,7 +25,7 @@ def _vector_input(obs: dict[str, torch.Tensor], plans: list[KeyPlan], like: torc
 
 
 class FFTstepEncoder(TstepEncoder):
-    """MLP over all observation keys (flattened; small integer scalars one-hot) and rl2."""
+    """MLP over all observation keys (flattened; bounded integer keys one-hot) and rl2."""
 
     def __init__(self, *, spec: DataSpec, cfg: FFTstepConfig):
         super().__init__()

@@ -38,6 +38,12 @@ def test_data_spec_keeps_its_spaces_through_json() -> None:
     assert isinstance(nested, tuple) and set(nested[1]) == {"a", "z"} and nested[1]["a"].dtype == np.int8
 
 
+def test_multidiscrete_bounds_count_from_its_start() -> None:
+    spec = from_spaces(spaces.MultiDiscrete([2, 5], start=[10, -1]), spaces.Discrete(2))
+    arr = spec.observations["observation"]
+    assert (arr.shape, arr.low, arr.high) == ((2,), -1.0, 11.0)
+
+
 def test_unknown_stored_space_is_a_data_error() -> None:
     with pytest.raises(DataError, match="unknown stored space type 'Text'"):
         space_from_json({"type": "Text"})

@@ -86,6 +86,39 @@ def test_ff_one_hot_encodes_small_integer_keys(vector_spec: DataSpec) -> None:
     assert enc(random_obs(vector_spec, 2, 3), rl2_for(vector_spec, 2, 3)).shape == (2, 3, 16)
 
 
+def test_bounded_integer_vectors_are_one_hot_unless_wide_binary_or_bytes() -> None:
+    """MultiDiscrete-like vectors become categories; 0/1 flags, uint8 bytes, unbounded or too wide ones stay
+    numbers, and `one_hot: 0` keeps any key as numbers."""
+    spec = DataSpec(
+        {
+            "cards": ArraySpec((2,), "int64", 0.0, 12.0),  # MultiDiscrete([13, 13])
+            "flags": ArraySpec((3,), "int8", 0.0, 1.0),  # MultiBinary(3)
+            "ram": ArraySpec((4,), "uint8", 0.0, 255.0),
+            "count": ArraySpec((3,), "int16"),  # no bounds
+            "wide": ArraySpec((5,), "int64", 0.0, 255.0),  # 1,280 features
+            "mode": ArraySpec((), "int64", 2.0, 5.0),
+        },
+        ActionSpec("discrete", (), n=3),
+    )
+    enc = make("ff", spec, normalize_inputs=False)
+    plans = {p.key: (p.width, p.one_hot, p.low) for p in enc.plans}  # type: ignore[attr-defined]
+    assert plans == {
+        "cards": (26, 13, 0),
+        "count": (3, 0, 0),
+        "flags": (3, 0, 0),
+        "mode": (4, 4, 2),
+        "ram": (4, 0, 0),
+        "wide": (5, 0, 0),
+    }
+    cards = torch.tensor([[[3, 12]]])
+    feats = vector_features(cards, enc.plans[0])  # type: ignore[attr-defined]
+    assert feats.shape == (1, 1, 26) and feats[0, 0].nonzero().flatten().tolist() == [3, 13 + 12]
+    numbers = make("ff", spec, keys={"cards": ObsKeyConfig(one_hot=0), "mode": ObsKeyConfig(one_hot=0)})
+    widths = {p.key: (p.width, p.one_hot) for p in numbers.plans}  # type: ignore[attr-defined]
+    assert widths["cards"] == (2, 0) and widths["mode"] == (1, 0)
+    assert numbers(random_obs(spec, 2, 3), rl2_for(spec, 2, 3)).shape == (2, 3, 16)
+
+
 GRID = DataSpec({"grid": ArraySpec((5, 6, 3), "uint8", 0, 255)}, ActionSpec("discrete", (), n=3))
 """A MiniGrid-like observation: a grid of (object, colour, state) ids declared as uint8 pixels."""
 
@@ -146,9 +179,11 @@ def test_one_hot_configuration_errors(vector_spec: DataSpec) -> None:
         make("ff", floats, keys={"x": ObsKeyConfig(one_hot=4)})
     problems = Problems()
     build(ObsKeyConfig, {"one_hot": 1}, problems)
+    build(ObsKeyConfig, {"one_hot": -3}, problems)
     build(ObsKeyConfig, {"one_hot": 5, "use": "ignore"}, problems)
     assert [message for _, message in problems.items] == [
-        "needs at least 2 classes, got 1",
+        "needs at least 2 classes (or 0: read as numbers), got 1",
+        "needs at least 2 classes (or 0: read as numbers), got -3",
         "an ignored key is not encoded; drop `one_hot` or `use: ignore`",
     ]
 
