@@ -48,8 +48,9 @@ class ObsKeyConfig:
     """Read each element of this integer key as a category in [0, N) and one-hot encode it (N classes per
     element; an image gets C x N channels): for grids of object ids such as MiniGrid's `image` (`one_hot: 11`),
     whose ids are labels, not magnitudes. 0: read as numbers. Null: integer keys with known bounds (Discrete,
-    MultiDiscrete, integer Box) are one-hot encoded when each element takes at most 256 values (a vector's: 3 or
-    more, and at most 1,024 features in all; uint8 vectors are read as numbers); everything else as numbers."""
+    MultiDiscrete, integer Box) are one-hot encoded when their bounds span at most 256 values (a vector's, over all
+    its elements: 3 or more, and at most 1,024 features per key; uint8 vectors are read as numbers); everything
+    else as numbers."""
 
     def __post_init__(self) -> None:
         if self.one_hot is not None and (self.one_hot < 0 or self.one_hot == 1):

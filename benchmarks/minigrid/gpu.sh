@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine (benchmarks/RESULTS.md, "MiniGrid-MemoryS7" and "On a GPU"): MiniGrid-Memory
-# learned online from scratch (memory-online.yaml: transformer seeds 0 and 1, GRU, the `ff` control, and the
-# transformer on MemoryS9, not tuned on), T-Maze's 1,600 corridor with 4,200 updates, and the GPU tests alongside.
+# One call on a lent GPU machine (benchmarks/RESULTS.md, "MiniGrid-MemoryS7" and "On a GPU"), in one of three modes:
 #     bash benchmarks/minigrid/gpu.sh [seeds | pixels | pixels-seeds]
-# `seeds`: a second call with seeds 2 / 1 / 1 of transformer / GRU / ff. `pixels`: MiniGrid-Memory offline from
-# looker data with the agent's view as RGB pixels (wrapped:make_rgb) through the IMPALA CNN: MemoryS7 with and
-# without `normalize_images`, the `ff` control, and MemoryS9 (not tuned on); `pixels-seeds`: their second call. GPU_DRY=1: toy sizes on the CPU, to
-# check the script itself.
+# (none): MiniGrid-Memory learned online from scratch (memory-online.yaml: transformer seeds 0 and 1, GRU, the `ff`
+#   control, and the transformer on MemoryS9, not tuned on), T-Maze's 1,600 corridor with 4,200 updates, and the
+#   GPU tests alongside; `seeds`: its second call, seeds 2 / 1 / 1 of transformer / GRU / ff.
+# `pixels`: MiniGrid-Memory offline from looker data with the agent's view as RGB pixels (wrapped:make_rgb) through
+#   the IMPALA CNN: MemoryS7 with and without `normalize_images`, the `ff` control, and MemoryS9 (not tuned on);
+#   `pixels-seeds`: its second call.
+# GPU_DRY=1: toy sizes on the CPU, to check the script itself. LIMIT: seconds per cell (450; dry 200).
 set -u
 OUT=${OUT:-runs/gpu-minigrid}
 ROOT=runs/gpu-mg/${1:-first}  # fresh per call: a finished stage of an earlier call would be skipped
-LIMIT=${LIMIT:-450}
 rm -rf "$ROOT"
 mkdir -p "$OUT" "$ROOT"
 export PYTHONUNBUFFERED=1 WANDB_MODE=disabled
@@ -37,7 +37,7 @@ if [ -n "${GPU_DRY:-}" ]; then
     PX_SMALL=(--set stages.train.updates_per_epoch=3 --set stages.collect.policies.0.episodes=16
               --set stages.evaluate.episodes=4 --set 'stages.train.validate.episodes=4')
 else
-    EPOCHS=20 PX_EPOCHS=10 CORRIDOR=1600 TM_EPOCHS=14 SMALL=() PX_SMALL=()
+    LIMIT=${LIMIT:-450} EPOCHS=20 PX_EPOCHS=10 CORRIDOR=1600 TM_EPOCHS=14 SMALL=() PX_SMALL=()
 fi
 PIDS=()
 cell() {  # pipeline, name, the store's key (store or store.path), then --set overrides

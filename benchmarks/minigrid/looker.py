@@ -68,8 +68,8 @@ class Looker:
 
 def _wall_ahead(img: np.ndarray) -> np.ndarray:
     """(N,) whether the cell ahead of the agent is a wall: it sits at view cell (3, 6), facing (3, 5)."""
-    if img.shape[1] > 7:  # RGB pixels, rows first: a wall tile is grey (R = G = B) and lighter than the floor's 76
-        tile = img.shape[1] // 7
+    if img.shape[1] > 7:  # RGB pixels (tiles of 2 or more), rows first: a wall is grey (100, highlighted 146),
+        tile = img.shape[1] // 7  # the floor black or 76
         centre = img[:, 5 * tile + tile // 2, 3 * tile + tile // 2].astype(np.int64)
-        return (centre[:, 0] == centre[:, 1]) & (centre[:, 1] == centre[:, 2]) & (centre[:, 0] > 100)
+        return (centre[:, 0] == centre[:, 1]) & (centre[:, 1] == centre[:, 2]) & (centre[:, 0] > 90)
     return img[:, 3, 5, 0] == WALL if img.shape[-1] == 3 else img[:, 3, 5, WALL] > 0
