@@ -15,7 +15,7 @@ from amago_pipe.errors import ConfigError, DataError, did_you_mean
 from amago_pipe.spec import ArraySpec, DataSpec
 
 MAX_ONE_HOT = 256
-"""Integer observations whose elements take at most this many values (known bounds) are one-hot encoded."""
+"""Integer observations whose bounds span at most this many values are one-hot encoded."""
 MAX_ONE_HOT_WIDTH = 1024
 """...and, for vectors, when the encoding has at most this many features."""
 
@@ -102,8 +102,9 @@ def _vector_plan(key: str, arr: ArraySpec, one_hot: int | None = None) -> KeyPla
 
 def _auto_classes(arr: ArraySpec) -> int:
     """Classes of the automatic one-hot of a bounded integer key (0: read it as numbers). Scalars with 2 to 256
-    values; vectors (not uint8, often pixel rows or bytes) with 3 to 256 values an element and at most 1,024
-    features in all (MultiDiscrete, a grid position), since their 0/1 elements are fine as numbers."""
+    values; vectors (not uint8, often pixel rows or bytes) whose bounds, shared by all elements, span 3 to 256
+    values, with at most 1,024 features per key (MultiDiscrete, a grid position); 0/1 elements are fine as
+    numbers."""
     if not arr.dtype.startswith(("int", "uint")) or arr.low is None or arr.high is None:
         return 0
     n = int(arr.high) - int(arr.low) + 1
