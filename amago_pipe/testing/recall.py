@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from amago_pipe.config.build import Problems, build
+from amago_pipe.config.build import build_strict
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.config.policies import RandomPolicyConfig
 from amago_pipe.config.train import TrainStageConfig
@@ -58,7 +58,7 @@ class RecallTask:
 
     def env(self, n_envs: int, seed: int) -> EnvConfig:
         kwargs = {"delay": self.delay, "distractor_std": self.distractor_std, "n_cues": self.n_cues}
-        return _built(EnvConfig, {"id": RECALL_ID, "kwargs": kwargs, "n_envs": n_envs, "seed": seed})
+        return build_strict(EnvConfig, {"id": RECALL_ID, "kwargs": kwargs, "n_envs": n_envs, "seed": seed})
 
 
 @dataclass(frozen=True)
@@ -73,13 +73,6 @@ class RecallRun:
     """`tstep_encoder.hide_rl2`: hide the previous action and reward (`True`) or the action only (`"action"`)."""
     agent: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
-
-
-def _built(cls: type, data: dict[str, Any]) -> Any:
-    problems = Problems()
-    out = build(cls, data, problems)
-    problems.raise_if_any()
-    return out
 
 
 def recall_store(task: RecallTask, root: Path, *, seed: int = 0) -> TrajectoryStore:
@@ -120,7 +113,7 @@ def train_config(task: RecallTask, run: RecallRun) -> TrainStageConfig:
         "logging": {"log_interval": 100, "plots": False},
         **run.train,
     }
-    return _built(TrainStageConfig, data)  # type: ignore[no-any-return]
+    return build_strict(TrainStageConfig, data)  # type: ignore[no-any-return]
 
 
 def train_and_score(

@@ -16,7 +16,7 @@ import torch
 from unit.data.learning_data import make_spec, make_store
 
 from amago_pipe.agents.agent import Agent
-from amago_pipe.config.build import Problems, build
+from amago_pipe.config.build import build_strict
 from amago_pipe.config.nets import ModelConfig
 from amago_pipe.config.registries import AGENTS, TRAJ_ENCODERS
 from amago_pipe.data.loader import BatchLoader
@@ -33,21 +33,14 @@ TINY_TRAJ: dict[str, dict[str, Any]] = {
 """Tiny sizes of the built-in sequence models; a registered one missing here is built with its defaults."""
 
 
-def _built(cls: type, data: dict[str, Any]) -> Any:
-    problems = Problems()
-    out = build(cls, data, problems)
-    problems.raise_if_any()
-    return out
-
-
 def _agent(agent_type: str, traj: str, kind: str) -> Agent:
     cfg_cls = AGENTS.get(agent_type)
     critic: dict[str, Any] = {"d_hidden": 16, "num_critics": 3}
     if agent_type == "multitask":
         critic.update(output="bins", num_bins=16)
-    cfg = _built(cfg_cls, {"type": agent_type, "actor": {"d_hidden": 16}, "critic": critic, "online_coeff": 1.0,
+    cfg = build_strict(cfg_cls, {"type": agent_type, "actor": {"d_hidden": 16}, "critic": critic, "online_coeff": 1.0,
                            "offline_coeff": 0.5, "n_step": 2, "reward_multiplier": 10.0})  # fmt: skip
-    model = _built(
+    model = build_strict(
         ModelConfig,
         {"tstep_encoder": {"type": "ff", "d_hidden": 16, "d_output": 16},
          "traj_encoder": {"type": traj, **TINY_TRAJ.get(traj, {})}},
