@@ -1,11 +1,11 @@
-"""In-context statistics: how fast does each sequence model learn what a bandit agent needs? Prints a Markdown table.
+"""In-context statistics: how fast does each sequence model learn to name the best bandit arm so far? Prints a table.
 
-POPGym's MultiarmedBanditEasy (10 arms, hidden payout odds drawn per episode, 200 pulls) from uniformly random
-pulls. The probe trains the agent's sequence model (the default agent's timestep encoder + the named trajectory
-encoder, small sizes as in `pipelines/popgym-memory.yaml`) and a linear head with cross-entropy to name, at every
-step from 50 on, the arm whose pulls so far have the best posterior mean payout, Beta(1 + wins, 1 + losses).
-Chance is about 0.1 (`ff`, which sees only the latest pull, is the memory-free control). The target is a function of the history alone, so this measures the network and the data,
-not the RL update (RESULTS.md, "POPGym tasks not tuned on"). Needs the `envs` extra (popgym).
+POPGym's MultiarmedBanditEasy (10 arms, payout odds drawn per episode, 200 pulls) from uniformly random pulls. The
+probe trains the timestep encoder + the named trajectory encoder (the sizes of `pipelines/popgym-memory.yaml`) and a
+linear head with cross-entropy to name, at each step from 50 on, the arm whose pulls so far have the best Beta(1 +
+wins, 1 + losses) mean (ties go to the lowest id); chance is about 0.1, and `ff`, which sees only the latest pull, is
+the memory-free control. The target is a function of the history alone: this measures the network and the data
+without the RL update (RESULTS.md, "Why the transformer trails on the bandit"). Needs the `envs` extra (popgym).
 
     python benchmarks/bench_bandit_probe.py                                  # transformer, gru, ff; 800 updates
     python benchmarks/bench_bandit_probe.py --encoders transformer:rope gru --updates 400 --seeds 0 1
@@ -33,7 +33,7 @@ ENCODERS: dict[str, dict[str, Any]] = {
 }
 
 
-def bandit_store(root: Path, episodes: int) -> Any:
+def bandit_store(path: Path, episodes: int, seed: int) -> Any:
     """A store of `episodes` uniformly random MultiarmedBanditEasy episodes in partition `protected`."""
     from amago_pipe.config.build import build_strict
     from amago_pipe.config.envs import EnvConfig
@@ -46,13 +46,13 @@ def bandit_store(root: Path, episodes: int) -> Any:
     factory = {"factory": "amago_pipe.envs.popgym:make_popgym", "kwargs": {"name": "MultiarmedBanditEasy"}}
     env = make_batched_env(build_strict(EnvConfig, {**factory, "name": "popgym/MultiarmedBanditEasy", "n_envs": 8}))
     try:
-        store = TrajectoryStore.create(root / "bandit.zarr", env.spec)
-        policy = make_policy(RandomPolicyConfig(), PolicyContext(spec=env.spec, n_envs=env.n_envs, seed=0))
+        store = TrajectoryStore.create(path, env.spec)
+        policy = make_policy(RandomPolicyConfig(), PolicyContext(spec=env.spec, n_envs=env.n_envs, seed=seed))
         with store.writer("protected", atomic=True) as writer:
-            rollout(env, policy, episodes, seed=0, keep_episodes=False, on_episode=lambda ep, _: writer.add(ep))
+            rollout(env, policy, episodes, seed=seed, keep_episodes=False, on_episode=lambda ep, _: writer.add(ep))
     finally:
         env.close()
-    return TrajectoryStore.open(root / "bandit.zarr")
+    return TrajectoryStore.open(path)
 
 
 def best_arm_so_far(actions: Any, rewards: Any) -> Any:
@@ -64,29 +64,33 @@ def best_arm_so_far(actions: Any, rewards: Any) -> Any:
     return ((1 + wins) / (2 + torch.cumsum(pulled, dim=1))).argmax(-1)
 
 
-def probe(store: Any, encoder: str, updates: int, seed: int, every: int) -> dict[int, float]:
-    """Accuracy on 4 fixed batches of the same data, every `every` updates of the sequence model + a linear head."""
+def probe(stores: tuple[Any, Any], encoder: str, updates: int, seed: int, every: int) -> dict[int, float]:
+    """Train on `stores[0]`; accuracy on 4 fixed batches of held-out episodes (`stores[1]`) every `every` updates."""
     import torch
     import yaml
 
     from amago_pipe.config.build import build_strict
     from amago_pipe.config.train import TrainStageConfig
     from amago_pipe.data.loader import BatchLoader
-    from amago_pipe.train.runtime import build_agent
+    from amago_pipe.nets.build import build_sequence_model
 
     torch.set_num_threads(1)
     traj = ENCODERS[encoder] if encoder in ENCODERS else yaml.safe_load(encoder)
     model_cfg = {"tstep_encoder": {"type": "ff", "d_hidden": 128, "d_output": 64}, "traj_encoder": traj}
     cfg = build_strict(TrainStageConfig, {"type": "train", "max_seq_len": LENGTH, "model": model_cfg})
     torch.manual_seed(seed)
-    model = build_agent(cfg.agent, cfg.model, store.spec, max_seq_len=LENGTH).model
+    model = build_sequence_model(cfg.model, stores[0].spec, LENGTH)
     head = torch.nn.Linear(model.out_dim, ARMS)
     opt = torch.optim.AdamW([*model.parameters(), *head.parameters()], lr=5e-4)
-    loader = BatchLoader(store, batch_size=24, seq_len=LENGTH, partitions={"protected": 1.0}, seed=seed,
-                         threaded=False)  # fmt: skip
-    fixed = [loader.sample(10**9 + i) for i in range(4)]
+    loader, held_out = (
+        BatchLoader(store, batch_size=24, seq_len=LENGTH, partitions={"protected": 1.0}, seed=seed, threaded=False)
+        for store in stores
+    )
+    fixed = [held_out.sample(i) for i in range(4)]
 
     def step(batch: Any) -> tuple[Any, float]:
+        if (batch.time[:, 0] != 0).any():
+            raise RuntimeError("the probe's counts need windows that start at an episode's first step")
         states, _ = model(batch.obs, batch.rl2, batch.time)  # (B, L+1, D); state t+1 has seen pulls 0..t
         logits = head(states[:, 1:])  # (B, L, ARMS)
         keep = batch.mask.clone()
@@ -102,8 +106,10 @@ def probe(store: Any, encoder: str, updates: int, seed: int, every: int) -> dict
         loss.backward()
         opt.step()
         if update % every == 0:
+            model.eval()  # no dropout, input statistics frozen
             with torch.no_grad():
                 scores[update] = sum(step(b)[1] for b in fixed) / len(fixed)
+            model.train()
     return scores
 
 
@@ -114,17 +120,17 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=800)
     p.add_argument("--every", type=int, default=200, help="score the fixed batches every this many updates")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--episodes", type=int, default=1000, help="random episodes in the dataset")
+    p.add_argument("--episodes", type=int, default=1000, help="random episodes to train on (held out: 200 more)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        store = bandit_store(Path(tmp), args.episodes)
+        stores = bandit_store(Path(tmp) / "train.zarr", args.episodes, 0), bandit_store(Path(tmp) / "held.zarr", 200, 1)
         checkpoints = list(range(args.every, args.updates + 1, args.every))
         print("| encoder | seed | " + " | ".join(f"{u} updates" for u in checkpoints) + " | s |")
         print("|---|---|" + "---|" * (len(checkpoints) + 1))
         for encoder in args.encoders:
             for seed in args.seeds:
                 started = time.perf_counter()
-                scores = probe(store, encoder, args.updates, seed, args.every)
+                scores = probe(stores, encoder, args.updates, seed, args.every)
                 cells = " | ".join(f"{scores[u]:.2f}" for u in checkpoints)
                 print(f"| {encoder} | {seed} | {cells} | {time.perf_counter() - started:.0f} |", flush=True)
 

@@ -11,7 +11,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from amago_pipe.config.build import Problems, build
+from amago_pipe.config.build import build_strict
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.store import TrajectoryStore
@@ -34,10 +34,7 @@ def config(**over: object) -> TrainStageConfig:
         "deterministic": True, "prefetch": 1, "logging": {"log_interval": 1, "plots": False},
     }  # fmt: skip
     data.update(over)
-    problems = Problems()
-    cfg = build(TrainStageConfig, data, problems)
-    problems.raise_if_any()
-    return cfg
+    return build_strict(TrainStageConfig, data)
 
 
 def store_for(path: Path) -> TrajectoryStore:

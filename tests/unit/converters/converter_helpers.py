@@ -9,7 +9,7 @@ from typing import Any
 from amago_pipe.converters.report import ConversionReport
 from amago_pipe.converters.run import convert
 
-from amago_pipe.config.build import Problems, build
+from amago_pipe.config.build import build_strict
 from amago_pipe.config.convert import ConvertStageConfig
 from amago_pipe.store import Episode, TrajectoryStore
 
@@ -25,9 +25,7 @@ def make_config(*, _raw: bool = False, **data: Any) -> ConvertStageConfig:
     if isinstance(data.get("source"), str) and not _raw:
         moved = {k: data.pop(k) for k in list(data) if k not in STAGE_FIELDS}
         data["source"] = {"type": data["source"], **moved}
-    problems = Problems()
-    cfg = build(ConvertStageConfig, {"type": "convert", **data}, problems)
-    problems.raise_if_any()
+    cfg = build_strict(ConvertStageConfig, {"type": "convert", **data})
     if not isinstance(cfg, ConvertStageConfig):
         raise TypeError(f"built {type(cfg).__name__}")
     return cfg

@@ -6,17 +6,14 @@ from typing import Any
 
 import pytest
 
-from amago_pipe.config.build import Problems, build
+from amago_pipe.config.build import build_strict
 from amago_pipe.config.collect import CollectStageConfig
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.errors import ConfigError
 
 
 def make(cls: type, data: dict[str, Any]) -> Any:
-    problems = Problems()
-    out = build(cls, data, problems)
-    problems.raise_if_any()
-    return out
+    return build_strict(cls, data)
 
 
 def collect(**over: Any) -> dict[str, Any]:

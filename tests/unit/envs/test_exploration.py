@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from amago_pipe.config.base import config
-from amago_pipe.config.build import Problems, build
+from amago_pipe.config.build import build_strict
 from amago_pipe.config.policies import ExplorationConfig, Schedule, policy_config
 from amago_pipe.envs.exploration import Exploration, ExploringPolicy, make_exploration, scheduled
 from amago_pipe.envs.policies import PolicyContext, make_policy
@@ -20,9 +20,7 @@ CONTINUOUS = DataSpec(
 
 
 def exploration(data: dict, spec: DataSpec = DISCRETE, seed: int = 0) -> Exploration:
-    problems = Problems()
-    cfg = build(ExplorationConfig, data, problems, "exploration")
-    problems.raise_if_any()
+    cfg = build_strict(ExplorationConfig, data, "exploration")
     return make_exploration(cfg, spec, seed=seed, where="exploration")
 
 

@@ -16,7 +16,7 @@ import torch
 import amago_pipe.config.nets as nets_config
 import amago_pipe.nets
 from amago_pipe.config.base import config, field_docs
-from amago_pipe.config.build import Problems, build
+from amago_pipe.config.build import build_strict
 from amago_pipe.config.nets import (
     GruConfig,
     MambaConfig,
@@ -30,10 +30,7 @@ from amago_pipe.spec import DataSpec
 
 
 def model_from(data: dict[str, Any]) -> ModelConfig:
-    problems = Problems()
-    cfg = build(ModelConfig, data, problems)
-    problems.raise_if_any()
-    return cfg  # type: ignore[no-any-return]
+    return build_strict(ModelConfig, data)  # type: ignore[no-any-return]
 
 
 class ConstantTstepEncoder(TstepEncoder):
