@@ -70,16 +70,17 @@ def probe(stores: tuple[Any, Any], encoder: str, updates: int, seed: int, every:
     import yaml
 
     from amago_pipe.config.build import build_strict
-    from amago_pipe.config.train import TrainStageConfig
+    from amago_pipe.config.nets import ModelConfig
     from amago_pipe.data.loader import BatchLoader
     from amago_pipe.nets.build import build_sequence_model
 
     torch.set_num_threads(1)
     traj = ENCODERS[encoder] if encoder in ENCODERS else yaml.safe_load(encoder)
-    model_cfg = {"tstep_encoder": {"type": "ff", "d_hidden": 128, "d_output": 64}, "traj_encoder": traj}
-    cfg = build_strict(TrainStageConfig, {"type": "train", "max_seq_len": LENGTH, "model": model_cfg})
+    cfg = build_strict(
+        ModelConfig, {"tstep_encoder": {"type": "ff", "d_hidden": 128, "d_output": 64}, "traj_encoder": traj}
+    )
     torch.manual_seed(seed)
-    model = build_sequence_model(cfg.model, stores[0].spec, LENGTH)
+    model = build_sequence_model(cfg, stores[0].spec, LENGTH)
     head = torch.nn.Linear(model.out_dim, ARMS)
     opt = torch.optim.AdamW([*model.parameters(), *head.parameters()], lr=5e-4)
     loader, held_out = (
