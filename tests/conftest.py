@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,14 @@ from cli_support import cli_env
 TESTS_DIR = Path(__file__).parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, share the cores: torch in each worker and in its CLI subprocesses gets cores / workers
+    threads (torch's default of one per core in every process oversubscribes them, and OpenMP waits then dominate)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
 
 
 @pytest.fixture
