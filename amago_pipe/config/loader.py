@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from amago_pipe.config.build import Problems, build, describe
+from amago_pipe.config.evaluate import EvaluateStageConfig
+from amago_pipe.config.export import ExportStageConfig
 from amago_pipe.config.pipeline import PipelineConfig, name_problem
+from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.config.yaml_io import load_yaml, parse_scalar
 from amago_pipe.errors import ConfigError, did_you_mean
 
@@ -60,6 +63,8 @@ def load_pipeline(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
     data = resolve_references(data, problems)
     cfg = build(PipelineConfig, data, problems)
     needs = check_graph(data.get("stages"), problems)
+    if cfg is not None:
+        check_best_has_validation(cfg, needs, problems)
     problems.raise_if_any()
     assert cfg is not None  # problems were raised otherwise
     return LoadedPipeline(cfg, data, path, needs)
@@ -183,6 +188,22 @@ def check_graph(stages: Any, problems: Problems) -> dict[str, list[str]]:
     if not names:
         problems.add("stages", "a pipeline needs at least one stage")
     return needs
+
+
+def check_best_has_validation(cfg: PipelineConfig, needs: dict[str, list[str]], problems: Problems) -> None:
+    """An evaluate/export stage with `checkpoint: best` whose train stage does not validate would fail only after
+    training; report it now (the train stage: `train_stage:`, else the one train stage among its needs)."""
+    for name, stage in cfg.stages.items():
+        if not isinstance(stage, EvaluateStageConfig | ExportStageConfig) or stage.checkpoint != "best":
+            continue
+        trains = [stage.train_stage] if stage.train_stage else needs.get(name, [])
+        trains = [t for t in trains if isinstance(cfg.stages.get(t), TrainStageConfig)]
+        if len(trains) == 1 and cfg.stages[trains[0]].validate is None:  # type: ignore[attr-defined]
+            problems.add(
+                f"stages.{name}.checkpoint",
+                f"`best` is the validation-best epoch, but train stage '{trains[0]}' has no `validate:`; "
+                "add a `validate:` block there or use `checkpoint: latest`",
+            )
 
 
 def find_cycle(needs: dict[str, list[str]]) -> list[str] | None:

@@ -82,8 +82,14 @@ def test_bad_train_configs_name_the_key(tmp_path: Path, train: str, message: str
         ("    checkpoint: bestt", r"stages.eval.checkpoint: expected one of 'latest', 'best' or an integer"),
         ("    checkpoint: 0", r"stages.eval.checkpoint: epoch numbers start at 1"),
         ("    episodes: 0", r"stages.eval.episodes: must be at least 1"),
+        ("    checkpoint: best", r"stages.eval.checkpoint: `best` .* train stage 'train' has no `validate:`; add"),
     ],
 )
 def test_bad_evaluate_configs_name_the_key(tmp_path: Path, evaluate: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _load(tmp_path, evaluate=evaluate)
+
+
+def test_best_checkpoint_passes_when_the_train_stage_validates(tmp_path: Path) -> None:
+    validate = "    validate: {env: {id: CartPole-v1}, episodes: 2}"
+    assert _load(tmp_path, train=validate, evaluate="    checkpoint: best").stages["eval"].checkpoint == "best"
