@@ -22,9 +22,9 @@ from torch.func import functional_call
 from amago_pipe.agents.averaging import PolicyAverage
 from amago_pipe.agents.losses import (
     actor_loss,
-    advantage_scale,
     bc_filter,
     critic_loss,
+    filter_units,
     masked_mean,
     nstep_td_targets,
     polyak_update,
@@ -138,7 +138,9 @@ class Agent(nn.Module):
             loss_critic = loss_critic + self.cfg.conservative_coeff * masked_mean(t.conservative, batch.mask)
         advantage = t.q_data.mean(2) - t.v_pi  # (B, L, G)
         cfg = self.cfg
-        scaled = advantage / advantage_scale(advantage, batch.mask) if cfg.filter_normalize else advantage
+        scaled = filter_units(
+            advantage, batch.mask, self.popart.sigma, normalize=cfg.filter_normalize, scale_max=cfg.filter_scale_max
+        )
         weights = bc_filter(
             scaled, cfg.fbc_filter, beta=cfg.filter_beta, max_weight=cfg.filter_max_weight, leak=cfg.leak_slope
         )

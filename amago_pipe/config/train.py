@@ -64,9 +64,14 @@ class AgentConfig(Component):
     fbc_filter: Literal["binary", "exp", "leaky"] = "exp"
     """Behaviour-cloning filter of the advantage A: `binary` 1[A > 0], `exp` exp(beta A), `leaky` 1 or leak_slope."""
     filter_beta: float = 1.0
-    """Inverse temperature of the `exp` filter; advantages are in PopArt-normalised value units."""
+    """Inverse temperature of the `exp` filter; advantages are in the units `filter_scale_max` sets."""
     filter_max_weight: float = 20.0
     """Upper clip of the `exp` filter's weights."""
+    filter_scale_max: float | None = None
+    """Cap, in scaled-reward units, on the value scale the filter divides advantages by: the filter reads raw
+    advantage / min(PopArt's sigma, this). With dense rewards, sigma keeps growing as training propagates the
+    values, which flattens the filter back towards the data's actions; 10 is one typical reward under
+    `reward_multiplier: auto`. null: PopArt's sigma (README: "Long offline runs")."""
     filter_normalize: bool = False
     """`exp` filter: divide advantages by their batch standard deviation first (a scale-free temperature)."""
     leak_slope: float = 0.1
@@ -114,6 +119,8 @@ class AgentConfig(Component):
             raise FieldError("gammas", f"lists the main gamma {self.gamma} again; give only the extra ones")
         _at_least(self, 1, "num_critics_td", "value_samples", "target_samples", "n_step")
         _at_least(self, 0.0, "online_coeff", "offline_coeff", "filter_beta", "leak_slope", "conservative_coeff")
+        if self.filter_scale_max is not None and not self.filter_scale_max > 0.0:
+            raise FieldError("filter_scale_max", f"must be a positive number or null, got {self.filter_scale_max}")
         if self.online_coeff == 0.0 and self.offline_coeff == 0.0:
             raise FieldError("offline_coeff", "online_coeff and offline_coeff are both 0: the actor would not learn")
         if not 0.0 < self.tau <= 1.0:
