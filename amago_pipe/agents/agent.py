@@ -24,10 +24,10 @@ from amago_pipe.agents.losses import (
     actor_loss,
     bc_filter,
     critic_loss,
-    filter_units,
     masked_mean,
     nstep_td_targets,
     polyak_update,
+    scale_for_filter,
     shift_steps,
 )
 from amago_pipe.agents.popart import PopArt
@@ -138,7 +138,7 @@ class Agent(nn.Module):
             loss_critic = loss_critic + self.cfg.conservative_coeff * masked_mean(t.conservative, batch.mask)
         advantage = t.q_data.mean(2) - t.v_pi  # (B, L, G)
         cfg = self.cfg
-        scaled = filter_units(
+        scaled = scale_for_filter(
             advantage, batch.mask, self.popart.sigma, normalize=cfg.filter_normalize, scale_max=cfg.filter_scale_max
         )
         weights = bc_filter(

@@ -131,21 +131,20 @@ def advantage_scale(advantage: torch.Tensor, mask: torch.Tensor) -> torch.Tensor
         return var.sqrt().clamp(min=1e-6)
 
 
-def filter_units(
+def scale_for_filter(
     advantage: torch.Tensor, mask: torch.Tensor, sigma: torch.Tensor, *, normalize: bool, scale_max: float | None
 ) -> torch.Tensor:
-    """PopArt-normalised advantages (B, L, G) in the units the BC filter reads, without gradient.
+    """PopArt-normalised advantages (B, L, G) -> the detached advantages the BC filter reads.
 
-    `normalize`: divided by their batch std per discount factor. Else, with `scale_max`, re-expressed as raw
-    advantage / min(sigma, scale_max) (sigma (G,): PopArt's value scale), so the filter stops flattening as
-    the values' spread outgrows a typical reward.
+    `normalize`: divided by their batch std per discount factor. Else with `scale_max`: raw advantage /
+    min(sigma, scale_max), sigma (G,) being PopArt's value scale; without it: as they are.
     """
-    with torch.no_grad():
-        if normalize:
-            return advantage / advantage_scale(advantage, mask)
-        if scale_max is None:
-            return advantage
-        return advantage * (sigma / scale_max).clamp(min=1.0).to(advantage.dtype)
+    advantage = advantage.detach()
+    if normalize:
+        return advantage / advantage_scale(advantage, mask)
+    if scale_max is None:
+        return advantage
+    return advantage * (sigma.detach() / scale_max).clamp(min=1.0).to(advantage.dtype)
 
 
 def bc_filter(advantage: torch.Tensor, kind: str, *, beta: float, max_weight: float, leak: float) -> torch.Tensor:

@@ -31,6 +31,15 @@ def _discount(name: str, value: float) -> None:
         raise FieldError(name, f"discount factors must be in (0, 1), got {value}")
 
 
+def _check_filter_scale(cap: float | None, *, normalize: bool) -> None:
+    if cap is None:
+        return
+    if not (cap > 0.0 and math.isfinite(cap)):
+        raise FieldError("filter_scale_max", f"must be a positive number or null, got {cap}")
+    if normalize:
+        raise FieldError("filter_scale_max", "has no effect with filter_normalize: true; set one of them")
+
+
 # ----------------------------------------------------------------------------------------------
 # agents
 # ----------------------------------------------------------------------------------------------
@@ -64,14 +73,15 @@ class AgentConfig(Component):
     fbc_filter: Literal["binary", "exp", "leaky"] = "exp"
     """Behaviour-cloning filter of the advantage A: `binary` 1[A > 0], `exp` exp(beta A), `leaky` 1 or leak_slope."""
     filter_beta: float = 1.0
-    """Inverse temperature of the `exp` filter; advantages are in the units `filter_scale_max` sets."""
+    """Inverse temperature of the `exp` filter; advantages are PopArt-normalised (raw / sigma), or as
+    `filter_scale_max` / `filter_normalize` set."""
     filter_max_weight: float = 20.0
     """Upper clip of the `exp` filter's weights."""
     filter_scale_max: float | None = None
-    """Cap, in scaled-reward units, on the value scale the filter divides advantages by: the filter reads raw
-    advantage / min(PopArt's sigma, this). With dense rewards, sigma keeps growing as training propagates the
-    values, which flattens the filter back towards the data's actions; 10 is one typical reward under
-    `reward_multiplier: auto`. null: PopArt's sigma (README: "Long offline runs")."""
+    """`exp` filter: cap, in scaled-reward units, on the value scale advantages are divided by (raw advantage /
+    min(PopArt's sigma, this)). With dense rewards sigma keeps growing as training propagates the values, which
+    flattens the filter back towards the data's actions; 10 is one large (99th-percentile) reward under
+    `reward_multiplier: auto`. null: PopArt's sigma; no effect without PopArt (README: "Long offline runs")."""
     filter_normalize: bool = False
     """`exp` filter: divide advantages by their batch standard deviation first (a scale-free temperature)."""
     leak_slope: float = 0.1
@@ -119,8 +129,7 @@ class AgentConfig(Component):
             raise FieldError("gammas", f"lists the main gamma {self.gamma} again; give only the extra ones")
         _at_least(self, 1, "num_critics_td", "value_samples", "target_samples", "n_step")
         _at_least(self, 0.0, "online_coeff", "offline_coeff", "filter_beta", "leak_slope", "conservative_coeff")
-        if self.filter_scale_max is not None and not self.filter_scale_max > 0.0:
-            raise FieldError("filter_scale_max", f"must be a positive number or null, got {self.filter_scale_max}")
+        _check_filter_scale(self.filter_scale_max, normalize=self.filter_normalize)
         if self.online_coeff == 0.0 and self.offline_coeff == 0.0:
             raise FieldError("offline_coeff", "online_coeff and offline_coeff are both 0: the actor would not learn")
         if not 0.0 < self.tau <= 1.0:

@@ -11,9 +11,9 @@ from amago_pipe.agents.losses import (
     bc_filter,
     critic_loss,
     critic_loss_bins,
-    filter_units,
     masked_mean,
     polyak_update,
+    scale_for_filter,
     td_targets,
 )
 from amago_pipe.agents.popart import PopArt
@@ -85,14 +85,14 @@ def test_advantage_scale_is_the_masked_std_per_gamma() -> None:
     torch.testing.assert_close(advantage_scale(adv, mask), torch.tensor([1.0, 10.0]))
 
 
-def test_filter_units_cap_the_value_scale_the_filter_divides_by() -> None:
-    adv = torch.tensor([[[1.0, -2.0], [3.0, 30.0]]])  # (B=1, L=2, G=2), PopArt-normalised
-    mask = torch.tensor([[True, True]])
+def test_scale_for_filter_caps_the_value_scale_the_filter_divides_by() -> None:
+    adv = torch.tensor([[[1.0, -2.0], [3.0, 30.0], [0.5, 0.5]]])  # (B=1, L=3, G=2), PopArt-normalised
+    mask = torch.tensor([[True, True, True]])
     sigma = torch.tensor([40.0, 5.0], dtype=torch.float64)  # G=0 outgrew the cap of 10, G=1 did not
-    capped = filter_units(adv, mask, sigma, normalize=False, scale_max=10.0)
-    torch.testing.assert_close(capped, torch.tensor([[[4.0, -2.0], [12.0, 30.0]]]))  # raw A / min(sigma, 10)
-    assert filter_units(adv, mask, sigma, normalize=False, scale_max=None) is adv
-    normalized = filter_units(adv, mask, sigma, normalize=True, scale_max=10.0)  # batch std wins over the cap
+    capped = scale_for_filter(adv, mask, sigma, normalize=False, scale_max=10.0)
+    torch.testing.assert_close(capped, torch.tensor([[[4.0, -2.0], [12.0, 30.0], [2.0, 0.5]]]))  # raw / min(s, 10)
+    torch.testing.assert_close(scale_for_filter(adv, mask, sigma, normalize=False, scale_max=None), adv)
+    normalized = scale_for_filter(adv, mask, sigma, normalize=True, scale_max=None)
     torch.testing.assert_close(normalized, adv / advantage_scale(adv, mask))
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 from unit.data.learning_data import make_spec, make_store
 
+from amago_pipe.agents import agent as agent_module
 from amago_pipe.agents.agent import Agent
 from amago_pipe.agents.multitask import MultiTaskAgent
 from amago_pipe.agents.policy import AgentPolicy
@@ -185,3 +186,25 @@ def test_agent_policy_keeps_memory_per_env_and_resets_it(kind: str) -> None:
     assert int(policy.state["count"][0]) == 2
     policy.reset_envs(np.array([True, False, False]))
     assert int(policy.state["count"][0]) == 0 and int(policy.state["count"][1]) == 2
+
+
+def test_filter_scale_max_reaches_the_filter(batches, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With PopArt's sigma at ~40 and the cap at 10, the filter reads the normalised advantages times ~4. (The
+    multitask agent shares this forward; its fresh bin critics give zero advantages, so it cannot show it.)"""
+    seen: list[torch.Tensor] = []
+
+    def spy(advantage: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        seen.append(advantage)
+        return torch.ones_like(advantage)
+
+    monkeypatch.setattr(agent_module, "bc_filter", spy)
+    scaled = {}
+    for cap in (None, 10.0):
+        torch.manual_seed(0)
+        agent = _agent("discrete", "agent", filter_scale_max=cap)
+        agent.popart.updates.fill_(10.0)  # past the first batch, which would reset the statistics
+        agent.popart.nu.fill_(1600.0)  # sigma = 40 (mu = 0)
+        agent(batches["discrete"])
+        scaled[cap] = seen[-1]
+    assert 39.0 < float(agent.popart.sigma[-1]) < 41.0 and float(scaled[None].abs().max()) > 1e-3, scaled[None]
+    torch.testing.assert_close(scaled[10.0], scaled[None] * agent.popart.sigma.float() / 10.0, rtol=1e-4, atol=1e-5)

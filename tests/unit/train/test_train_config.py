@@ -70,6 +70,10 @@ def test_defaults_and_agent_types(tmp_path: Path) -> None:
             "    agent: {type: agent, filter_scale_max: 0}",
             r"stages.train.agent.filter_scale_max: must be a positive number or null, got 0",
         ),
+        (
+            "    agent: {type: agent, filter_scale_max: 10, filter_normalize: true}",
+            r"stages.train.agent.filter_scale_max: has no effect with filter_normalize: true",
+        ),
         ("    max_seq_len: 0", r"stages.train.max_seq_len: must be at least 1, got 0"),
         ("    mixed_precision: fp16", r"stages.train.mixed_precision: expected one of 'no', 'bf16'"),
         ("    validate: {episodes: 3}", r"stages.train.validate.env: missing required key 'env'"),
