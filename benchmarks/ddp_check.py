@@ -3,7 +3,8 @@
     python benchmarks/ddp_check.py            # makes a synthetic store, runs both, prints a comparison table
 
 Checks that both ranks end with identical weights (gradients were averaged) and compares losses and
-throughput with a single process using the same global batch (2 x 12 vs 1 x 24).
+throughput with a single process using the same global batch (2 x 12 vs 1 x 24). Validation (rank 0 only) is
+scripted to peak at epoch 1 with `patience: 1`, so every run must stop early after epoch 2 of 4 together.
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def worker(store: str, out: str, batch: int, updates: int) -> None:
     """One rank: train with the Learner, then write a digest of its weights."""
     import torch
 
+    from amago_pipe.config.envs import EnvConfig
     from amago_pipe.config.nets import FFTstepConfig, ModelConfig, TransformerConfig
-    from amago_pipe.config.train import AgentConfig, LoggingConfig, TrainStageConfig
+    from amago_pipe.config.train import AgentConfig, LoggingConfig, TrainStageConfig, ValidateConfig
     from amago_pipe.store import TrajectoryStore
     from amago_pipe.train.learner import Learner, LearnerHooks
 
@@ -61,7 +63,7 @@ def worker(store: str, out: str, batch: int, updates: int) -> None:
     cfg = TrainStageConfig(
         max_seq_len=32,
         batch_size=batch,
-        epochs=2,
+        epochs=4,
         updates_per_epoch=updates // 2,
         warmup_steps=10,
         device="cpu",
@@ -71,8 +73,10 @@ def worker(store: str, out: str, batch: int, updates: int) -> None:
         ),
         agent=AgentConfig(online_coeff=0.0, offline_coeff=1.0, fbc_filter="exp"),
         logging=LoggingConfig(log_interval=10, plots=False),
+        validate=ValidateConfig(env=EnvConfig(id="CartPole-v1"), every=1, patience=1),
     )
-    learner = Learner(cfg, TrajectoryStore.open(store), Path(out), seed=0, hooks=LearnerHooks())
+    hooks = LearnerHooks(validate=lambda agent, epoch: {"return_mean": 1.0 if epoch == 1 else 0.0})
+    learner = Learner(cfg, TrajectoryStore.open(store), Path(out), seed=0, hooks=hooks)
     start = time.perf_counter()
     metrics = learner.run()
     seconds = time.perf_counter() - start
@@ -142,8 +146,12 @@ def main() -> None:
             f"| {name} | {r['world']} x {b} | {r['steps']} | {r['seconds']:.1f} | {r['steps'] / r['seconds']:.2f} | "
             f"{r['critic_loss']:.4f} | {r['actor_loss']:.4f} |"
         )
+    stops = {r.get("stopped_early") for r in (*rows, single)}
+    print(f"every run stopped early after epoch 2 of 4 (validation patience): {stops == {2}}")
     if not same:
         sys.exit("data-parallel ranks diverged")
+    if stops != {2}:
+        sys.exit(f"the runs stopped early after epochs {stops}, expected all after epoch 2")
 
 
 if __name__ == "__main__":

@@ -222,9 +222,12 @@ class ValidateConfig:
     """Validate every this many epochs (and after the last one)."""
     greedy: bool = True
     """Act with the most likely action (else sample from the policy)."""
+    patience: int | None = None
+    """Stop training early once this many validations in a row have not beaten the best one (its checkpoint is
+    kept as `best`); null trains every epoch."""
 
     def __post_init__(self) -> None:
-        _at_least(self, 1, "episodes", "every")
+        _at_least(self, 1, "episodes", "every", "patience")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from amago_pipe.train import checkpoint as ckpt
 from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, read_metrics
 from amago_pipe.train.online import OnlineCollector, check_online_data, copy_parts, staleness, wait_for_actors
 from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
-from amago_pipe.train.runtime import Runtime, build_agent, resolve_reward_multiplier, setup_runtime
+from amago_pipe.train.runtime import Runtime, build_agent, from_main, resolve_reward_multiplier, setup_runtime
 
 log = logging.getLogger("amago_pipe.train")
 
@@ -131,6 +131,8 @@ class Learner:
             with contextlib.ExitStack() as stack:
                 loader = None if dynamic else stack.enter_context(self._loader(cfg.partitions))
                 for epoch in range(self.state.epoch, cfg.epochs):
+                    if self._stalled(epoch):
+                        break
                     self._online_row = self._collect(epoch)
                     if loader is None:
                         with self._loader(self._weights(epoch)) as epoch_loader:
@@ -320,6 +322,24 @@ class Learner:
             self._save(epoch)
         rt.accelerator.wait_for_everyone()
 
+    def _stalled(self, epoch: int) -> bool:
+        """True when `validate.patience` validations after the best one (up to `epoch`) have not beaten it."""
+        val, best = self.cfg.validate, self.state.best
+        if val is None or val.patience is None or self.hooks.validate is None:
+            return False
+        stalled = bool(best) and epoch // val.every - int(best["epoch"]) // val.every >= val.patience
+        if not from_main(float(stalled), self.rt.device):  # only rank 0 validates and keeps `best`
+            return False
+        if self.rt.is_main:
+            log.info(
+                "stopping early after epoch %d: %d validations in a row did not beat epoch %d's return %.4g",
+                epoch,
+                val.patience,
+                best["epoch"],
+                best["return_mean"],
+            )
+        return True
+
     def _save(self, epoch: int) -> None:
         cfg = self.cfg
         self._save_policy(self.policy_dir / f"epoch_{epoch:04d}.safetensors", epoch)
@@ -380,6 +400,8 @@ class Learner:
         if st.best:
             out["best_val_return"] = st.best["return_mean"]
             out["best_epoch"] = st.best["epoch"]
+        if st.epoch < self.cfg.epochs:
+            out["stopped_early"] = st.epoch
         out.update(
             critic_loss=last.get("train/critic_loss"),
             actor_loss=last.get("train/actor_loss"),

@@ -100,9 +100,15 @@ def resolve_reward_multiplier(agent: Agent, store: TrajectoryStore, partitions: 
     rewards = [store.rewards(p) for p, w in partitions.items() if w > 0 and p in known]
     if not any(r.size for r in rewards):
         return None
-    value = torch.tensor(auto_reward_multiplier(np.concatenate(rewards)), dtype=torch.float32)
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        value = value.to(agent.reward_multiplier.device)
-        torch.distributed.broadcast(value, src=0)
-    agent.reward_multiplier.fill_(float(value))
-    return float(value)
+    value = from_main(auto_reward_multiplier(np.concatenate(rewards)), agent.reward_multiplier.device)
+    agent.reward_multiplier.fill_(value)
+    return float(agent.reward_multiplier)
+
+
+def from_main(value: float, device: torch.device) -> float:
+    """Rank 0's `value` on every rank under torch.distributed (`value` itself otherwise)."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return value
+    shared = torch.tensor(value, dtype=torch.float32, device=device)
+    torch.distributed.broadcast(shared, src=0)
+    return float(shared)

@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 from unit.data.learning_data import make_spec, make_store
 
 from amago_pipe.config.build import FieldError
+from amago_pipe.config.envs import EnvConfig
 from amago_pipe.config.nets import (
     ActorHeadConfig,
     CriticHeadConfig,
@@ -21,7 +22,7 @@ from amago_pipe.config.nets import (
     ModelConfig,
     ObsKeyConfig,
 )
-from amago_pipe.config.train import AgentConfig, LoggingConfig, MultiTaskConfig, TrainStageConfig
+from amago_pipe.config.train import AgentConfig, LoggingConfig, MultiTaskConfig, TrainStageConfig, ValidateConfig
 from amago_pipe.errors import ConfigError, DataError, Interrupted
 from amago_pipe.store import Episode
 from amago_pipe.train.learner import Learner, LearnerHooks, NonFiniteLoss
@@ -112,6 +113,31 @@ def test_interrupted_then_resumed_run_is_bit_identical(store, tmp_path: Path) ->
     assert all(torch.equal(a[k], b[k]) for k in a), [k for k in a if not torch.equal(a[k], b[k])][:5]
     steps_logged = [json.loads(r)["step"] for r in (tmp_path / "resumed" / "metrics.jsonl").read_text().splitlines()]
     assert steps_logged == sorted(steps_logged)  # the redone steps were not logged twice
+
+
+def test_patience_stops_after_validations_without_a_new_best_and_a_resume_keeps_it(store, tmp_path: Path) -> None:
+    returns = {1: 0.5, 2: 0.9, 3: 0.9, 4: 0.2, 5: 0.95, 6: 0.1, 7: 0.1}  # epoch -> validation return
+
+    def run(patience: int) -> tuple[Learner, dict]:
+        validate = ValidateConfig(env=EnvConfig(id="CartPole-v1"), every=1, patience=patience)
+        hooks = LearnerHooks(validate=lambda agent, epoch: {"return_mean": returns[epoch]})
+        learner = Learner(_cfg(epochs=7, validate=validate), store, tmp_path, seed=0, hooks=hooks)
+        learner.resume()
+        return learner, learner.run()
+
+    learner, summary = run(patience=2)  # best at 2; epochs 3 (a tie) and 4 do not beat it
+    assert summary["stopped_early"] == 4 and summary["epochs"] == 4 and summary["best_epoch"] == 2
+    assert summary["steps"] == 16 and learner.state.step == 16
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+        "best",
+        "epoch_0002",
+        "epoch_0004",
+        "latest",
+    ]
+    learner, summary = run(patience=2)  # resumed with the same patience: nothing more to train
+    assert summary["stopped_early"] == 4 and summary["steps"] == 16
+    learner, summary = run(patience=3)  # more patience: epoch 5 beats the best, then 6 and 7 end the epochs
+    assert "stopped_early" not in summary and summary["epochs"] == 7 and summary["best_epoch"] == 5
 
 
 def test_resuming_with_another_model_shape_is_refused(store, tmp_path: Path) -> None:

@@ -77,6 +77,10 @@ def test_defaults_and_agent_types(tmp_path: Path) -> None:
         ("    max_seq_len: 0", r"stages.train.max_seq_len: must be at least 1, got 0"),
         ("    mixed_precision: fp16", r"stages.train.mixed_precision: expected one of 'no', 'bf16'"),
         ("    validate: {episodes: 3}", r"stages.train.validate.env: missing required key 'env'"),
+        (
+            "    validate: {env: {id: CartPole-v1}, patience: 0}",
+            r"stages.train.validate.patience: must be at least 1, got 0",
+        ),
     ],
 )
 def test_bad_train_configs_name_the_key(tmp_path: Path, train: str, message: str) -> None:
