@@ -129,7 +129,7 @@ def main() -> None:
             str(store),
             f"{tmp}/ddp",
         ]
-        subprocess.run(ddp, env=env, check=True, capture_output=True, text=True)
+        subprocess.run(ddp, env=env, check=True, capture_output=True, text=True, timeout=300)
         subprocess.run([*me, "--batch", str(args.batch), "--worker", str(store), f"{tmp}/single"], env=env, check=True)
         rows = [json.loads((Path(tmp) / "ddp" / f"rank{r}.json").read_text()) for r in (0, 1)]
         single = json.loads((Path(tmp) / "single" / "rank0.json").read_text())

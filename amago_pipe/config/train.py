@@ -224,7 +224,8 @@ class ValidateConfig:
     """Act with the most likely action (else sample from the policy)."""
     patience: int | None = None
     """Stop training early once this many validations in a row have not beaten the best one (its checkpoint is
-    kept as `best`); null trains every epoch."""
+    kept as `best`; validations before online collection or the last `partition_schedule` phase starts do not
+    count); null trains every epoch."""
 
     def __post_init__(self) -> None:
         _at_least(self, 1, "episodes", "every", "patience")

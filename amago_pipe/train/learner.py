@@ -25,7 +25,8 @@ from amago_pipe.errors import AmagoPipeError, DataError
 from amago_pipe.relabel.windows import window_relabeler
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train import checkpoint as ckpt
-from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, read_metrics
+from amago_pipe.train.best import last_data_change, patience_spent, record_validation
+from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, MetricWindow, read_metrics
 from amago_pipe.train.online import OnlineCollector, check_online_data, copy_parts, staleness, wait_for_actors
 from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
 from amago_pipe.train.runtime import Runtime, build_agent, from_main, resolve_reward_multiplier, setup_runtime
@@ -71,6 +72,7 @@ class Learner:
         self.collector: OnlineCollector | None = None
         self._clock = time.perf_counter()
         self._online_row: dict[str, Any] = {}
+        self._stop = False
         self._relabel = None if cfg.relabel is None else window_relabeler(cfg.relabel, store.spec, where=self.where)
 
     # ---- resume -------------------------------------------------------------------------------
@@ -107,7 +109,7 @@ class Learner:
 
     # ---- the loop -----------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
-        """Train until `cfg.epochs`; return summary metrics."""
+        """Train until `cfg.epochs` (or an early stop, `validate.patience`); return summary metrics."""
         cfg, rt = self.cfg, self.rt
         rank_seed = self.seed * 1009 + rt.rank
         if self.state.step == 0:
@@ -130,8 +132,9 @@ class Learner:
             self._start_collector()
             with contextlib.ExitStack() as stack:
                 loader = None if dynamic else stack.enter_context(self._loader(cfg.partitions))
+                self._stop = self._out_of_patience(self.state.epoch)  # a resumed run that had stopped early
                 for epoch in range(self.state.epoch, cfg.epochs):
-                    if self._stalled(epoch):
+                    if self._stop:
                         break
                     self._online_row = self._collect(epoch)
                     if loader is None:
@@ -223,7 +226,7 @@ class Learner:
     def _epoch(self, epoch: int, model: Any, optimizer: Any, loader: BatchLoader, logger: MetricsLogger) -> None:
         cfg, rt, st = self.cfg, self.rt, self.state
         self._fix_reward_multiplier(loader.partitions)  # the data is there now (online: collected or waited for)
-        started, window = time.perf_counter(), _MetricWindow()
+        started, window = time.perf_counter(), MetricWindow()
         first_step, last_console, elapsed = st.step, 0.0, 0.0
         for _ in range(cfg.updates_per_epoch):
             self.hooks.check_stop()
@@ -312,9 +315,9 @@ class Learner:
                 summary = self.hooks.validate(self.agent, epoch)
             row.update({f"val/{k}": v for k, v in summary.items() if isinstance(v, int | float)})
             score = float(summary.get("return_mean", float("-inf")))
-            if not st.best or score > float(st.best.get("return_mean", float("-inf"))):
-                st.best = {"epoch": epoch, "return_mean": score}
+            if record_validation(st.best, epoch, score, counts=epoch > last_data_change(cfg)):
                 self._save_policy(self.policy_dir / "best.safetensors", epoch)
+        self._stop = self._out_of_patience(epoch)
         st.elapsed = time.perf_counter() - self._clock
         row["time/elapsed_s"] = round(st.elapsed, 2)  # the whole loop: collection, updates, validation
         if rt.is_main:
@@ -322,21 +325,19 @@ class Learner:
             self._save(epoch)
         rt.accelerator.wait_for_everyone()
 
-    def _stalled(self, epoch: int) -> bool:
-        """True when `validate.patience` validations after the best one (up to `epoch`) have not beaten it."""
-        val, best = self.cfg.validate, self.state.best
-        if val is None or val.patience is None or self.hooks.validate is None:
+    def _out_of_patience(self, epoch: int) -> bool:
+        """True when training should stop early after `epoch`: rank 0's verdict, on every rank."""
+        val = self.cfg.validate
+        if val is None or val.patience is None:  # the same on every rank: the broadcast below is collective
             return False
-        stalled = bool(best) and epoch // val.every - int(best["epoch"]) // val.every >= val.patience
-        if not from_main(float(stalled), self.rt.device):  # only rank 0 validates and keeps `best`
+        spent = self.hooks.validate is not None and patience_spent(self.cfg, self.state.best)
+        if not from_main(float(spent), self.rt.device):  # only rank 0 validates and keeps `best`
             return False
-        if self.rt.is_main:
+        if self.rt.is_main and epoch < self.cfg.epochs:
+            best = self.state.best
             log.info(
-                "stopping early after epoch %d: %d validations in a row did not beat epoch %d's return %.4g",
-                epoch,
-                val.patience,
-                best["epoch"],
-                best["return_mean"],
+                "stopping early after epoch %d: %d validations in a row have not beaten epoch %d's return %.4g",
+                *(epoch, best["since"], best["epoch"], best["return_mean"]),
             )
         return True
 
@@ -346,7 +347,7 @@ class Learner:
         self._save_policy(self.policy_dir / "latest.safetensors", epoch)
         ckpt.prune(self.policy_dir, "epoch_*.safetensors", cfg.keep_last)
         targets = [self.ckpt_dir / ckpt.LATEST]
-        if epoch % cfg.ckpt_interval == 0 or epoch == cfg.epochs:
+        if epoch % cfg.ckpt_interval == 0 or epoch == cfg.epochs or self._stop:
             # before `latest`: a kill in between resumes from the previous `latest` and writes this one again
             targets.insert(0, self.ckpt_dir / f"epoch_{epoch:04d}")
         if self.state.best.get("epoch") == epoch:  # validated best this epoch: the whole agent, for `init_from`
@@ -414,22 +415,4 @@ class Learner:
         )
         if st.online:
             out.update(env_steps=st.online["env_steps"], online_episodes=st.online["episodes"])
-        return out
-
-
-class _MetricWindow:
-    """Means of per-step metrics since the last flush."""
-
-    def __init__(self) -> None:
-        self.sums: dict[str, torch.Tensor] = {}
-        self.count = 0
-
-    def add(self, metrics: dict[str, torch.Tensor]) -> None:
-        for k, v in metrics.items():
-            self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
-        self.count += 1
-
-    def flush(self, prefix: str) -> dict[str, float]:
-        out = {f"{prefix}{k}": float(v) / max(self.count, 1) for k, v in self.sums.items()}
-        self.sums, self.count = {}, 0
         return out

@@ -10,9 +10,12 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amago_pipe.errors import MissingDependencyError
+
+if TYPE_CHECKING:
+    import torch
 
 METRICS_FILE = "metrics.jsonl"
 X_AXES = ("step", "epoch", "timesteps", "wall_time")
@@ -125,3 +128,21 @@ def _start_wandb(
     for name in (*X_AXES[1:], *(f"{section}/*" for section in SECTIONS)):
         run.define_metric(name, step_metric="step")
     return run
+
+
+class MetricWindow:
+    """Means of per-step metric tensors since the last flush (tensors summed on their device, read once)."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, torch.Tensor] = {}
+        self.count = 0
+
+    def add(self, metrics: dict[str, torch.Tensor]) -> None:
+        for k, v in metrics.items():
+            self.sums[k] = self.sums[k] + v if k in self.sums else v.clone()
+        self.count += 1
+
+    def flush(self, prefix: str) -> dict[str, float]:
+        out = {f"{prefix}{k}": float(v) / max(self.count, 1) for k, v in self.sums.items()}
+        self.sums, self.count = {}, 0
+        return out

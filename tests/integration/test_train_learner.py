@@ -22,6 +22,7 @@ from amago_pipe.config.nets import (
     ModelConfig,
     ObsKeyConfig,
 )
+from amago_pipe.config.online import PartitionPhase
 from amago_pipe.config.train import AgentConfig, LoggingConfig, MultiTaskConfig, TrainStageConfig, ValidateConfig
 from amago_pipe.errors import ConfigError, DataError, Interrupted
 from amago_pipe.store import Episode
@@ -115,29 +116,34 @@ def test_interrupted_then_resumed_run_is_bit_identical(store, tmp_path: Path) ->
     assert steps_logged == sorted(steps_logged)  # the redone steps were not logged twice
 
 
+def _patience_run(store, out: Path, returns: dict[int, float], patience: int, **overrides: object) -> dict:
+    """A 7-epoch run validated every epoch with scripted returns, resumed from `out` when it holds a checkpoint."""
+    validate = ValidateConfig(env=EnvConfig(id="CartPole-v1"), every=1, patience=patience)
+    hooks = LearnerHooks(validate=lambda agent, epoch: {"return_mean": returns[epoch]})
+    learner = Learner(_cfg(epochs=7, validate=validate, **overrides), store, out, seed=0, hooks=hooks)
+    learner.resume()
+    return learner.run()
+
+
 def test_patience_stops_after_validations_without_a_new_best_and_a_resume_keeps_it(store, tmp_path: Path) -> None:
-    returns = {1: 0.5, 2: 0.9, 3: 0.9, 4: 0.2, 5: 0.95, 6: 0.1, 7: 0.1}  # epoch -> validation return
-
-    def run(patience: int) -> tuple[Learner, dict]:
-        validate = ValidateConfig(env=EnvConfig(id="CartPole-v1"), every=1, patience=patience)
-        hooks = LearnerHooks(validate=lambda agent, epoch: {"return_mean": returns[epoch]})
-        learner = Learner(_cfg(epochs=7, validate=validate), store, tmp_path, seed=0, hooks=hooks)
-        learner.resume()
-        return learner, learner.run()
-
-    learner, summary = run(patience=2)  # best at 2; epochs 3 (a tie) and 4 do not beat it
+    returns = {1: 0.5, 2: 0.9, 3: 0.9, 4: 0.2, 5: 0.95, 6: 0.1, 7: 0.1}
+    summary = _patience_run(store, tmp_path, returns, patience=2, ckpt_interval=3)  # 3 (a tie) and 4 miss 2's best
     assert summary["stopped_early"] == 4 and summary["epochs"] == 4 and summary["best_epoch"] == 2
-    assert summary["steps"] == 16 and learner.state.step == 16
-    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
-        "best",
-        "epoch_0002",
-        "epoch_0004",
-        "latest",
-    ]
-    learner, summary = run(patience=2)  # resumed with the same patience: nothing more to train
+    assert summary["steps"] == 16
+    kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert kept == ["best", "epoch_0003", "epoch_0004", "latest"]  # the stop epoch's checkpoint as the last one
+    summary = _patience_run(store, tmp_path, returns, patience=2, ckpt_interval=3)  # the same config: done
     assert summary["stopped_early"] == 4 and summary["steps"] == 16
-    learner, summary = run(patience=3)  # more patience: epoch 5 beats the best, then 6 and 7 end the epochs
+    summary = _patience_run(store, tmp_path, returns, patience=3, ckpt_interval=3)  # 5 beats the best; 6, 7 do not
     assert "stopped_early" not in summary and summary["epochs"] == 7 and summary["best_epoch"] == 5
+
+
+def test_patience_counts_only_after_the_last_change_of_training_data(store, tmp_path: Path) -> None:
+    returns = {1: 1.0, 2: 0.0, 3: 0.0, 4: 0.0, 5: 0.0, 6: 0.0, 7: 0.0}
+    assert _patience_run(store, tmp_path / "plain", returns, patience=1)["stopped_early"] == 2
+    phase = PartitionPhase(from_epoch=3, weights={"protected": 1.0})  # epoch 4 (1-based) trains on the new mixture
+    summary = _patience_run(store, tmp_path / "phased", returns, patience=1, partition_schedule=[phase])
+    assert summary["stopped_early"] == 4 and summary["best_epoch"] == 1
 
 
 def test_resuming_with_another_model_shape_is_refused(store, tmp_path: Path) -> None:
