@@ -6,15 +6,18 @@ with another seed), it reports:
 - `logp data`: the live actor's mean log-likelihood of the data's actions. Behaviour data of a random policy
   carries no information about its actions, so a gap between training and held-out episodes is the actor
   memorising the training episodes' actions (`memorised` = train minus held-out).
-- `entropy`: the live actor's mean entropy.
+- `entropy`: the live actor's mean entropy on held-out episodes.
 - with `--answer-lag N`, for POPGym's Repeat tasks (the suit one-hot in the first 4 observation dims; the right
   answer at step t is the suit seen N observations earlier, 3 for RepeatPreviousEasy): how often the argmax of the
-  critics' mean Q, of the live actor and of the acting (averaged) actor is the right answer.
+  critics' mean value, of the live actor and of the acting (averaged) actor is the right answer, on training and
+  on held-out episodes.
 
-    python benchmarks/bench_fade_probe.py RUN_DIR/stages/train-repeat-first RUN_DIR/store.zarr HELD_OUT.zarr \\
-        --partition repeat-first --answer-lag 3 --checkpoints best epoch_0020 epoch_0030
+    python benchmarks/bench_fade_probe.py RUN_DIR/stages/train-repeat-previous RUN_DIR/store.zarr HELD_OUT.zarr \\
+        --partition repeat-previous --answer-lag 3 --checkpoints best epoch_0010 latest
 
-RESULTS.md, "Why skills fade", has what it found. Needs no environment: it reads stores and checkpoints only.
+(`pipelines/popgym-memory.yaml`'s RepeatPreviousEasy agent; HELD_OUT.zarr: the same collect stage run with another
+`seed` into its own store.) RESULTS.md, "What fades", has what it found. Needs no environment: it reads stores and
+checkpoints only.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def score(agent: Any, data: list[Any], lag: int | None) -> dict[str, float]:
         has = mask & (answer >= 0)
         if lag is None or not has.any():
             continue
-        q = agent.critic(s).mean(0)[..., -1, :]  # (B, L, A): the critics' mean, acting discount factor
+        q = agent.values(agent.critic(s), axis=-2).mean(0)[..., -1, :]  # (B, L, A): critics' mean, acting gamma
         with agent.acting_weights():
             acting_states, _ = agent.model(b.obs, b.rl2, b.time)
             acting = agent.actor(agent._actor_input(acting_states[:, :-1])).probs[..., -1, :]
@@ -102,6 +105,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    from safetensors.torch import load_file
 
     from amago_pipe.agents.loading import agent_from_weights
 
@@ -117,14 +121,18 @@ def main() -> None:
                 "held-out": windows(args.held_out_store, args.partition, length, batches=args.batches, seed=1),
             }
         agent = agent_from_weights(folder / "model.safetensors", meta)
+        saved = load_file(str(folder / "model.safetensors"))
+        missing = [k for k in agent.state_dict() if k.startswith("critic.") and k not in saved]
+        if missing:
+            raise SystemExit(f"{folder}: no critic weights ({missing[0]}, ...); pass full checkpoints, not policies")
         with torch.no_grad():
             train, held = (score(agent, data[k], args.answer_lag) for k in ("train", "held-out"))
         rows.append((name, meta["epoch"], meta["step"], train, held))
     head = "| checkpoint | epoch | updates | logp data: train / held-out | memorised | entropy |"
     rule = "|---|---|---|---|---|---|"
     if args.answer_lag is not None:
-        head += " answer right, held-out: critic / live actor / acting actor |"
-        rule += "---|"
+        head += " answer right (critic / live actor / acting actor): train | held-out |"
+        rule += "---|---|"
     print(head)
     print(rule)
     for name, epoch, step, train, held in rows:
@@ -132,8 +140,8 @@ def main() -> None:
             f"| {name} | {epoch} | {step:,} | {train['logp']:.3f} / {held['logp']:.3f} | "
             f"{train['logp'] - held['logp']:+.3f} | {held['entropy']:.3f} |"
         )
-        if "critic" in held:
-            line += f" {held['critic']:.3f} / {held['actor']:.3f} / {held['acting']:.3f} |"
+        for side in (train, held) if "critic" in held else ():
+            line += f" {side['critic']:.3f} / {side['actor']:.3f} / {side['acting']:.3f} |"
         print(line)
 
 

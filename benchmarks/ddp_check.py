@@ -4,7 +4,8 @@
 
 Checks that both ranks end with identical weights (gradients were averaged) and compares losses and
 throughput with a single process using the same global batch (2 x 12 vs 1 x 24). Validation (rank 0 only) is
-scripted to peak at epoch 1 with `patience: 1`, so every run must stop early after epoch 2 of 4 together.
+scripted to peak at epoch 1 with `patience: 1`, so every run must stop early after epoch 2 of 4 together, and the
+two-rank run resumed afterwards must train nothing more.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -78,6 +80,7 @@ def worker(store: str, out: str, batch: int, updates: int) -> None:
     hooks = LearnerHooks(validate=lambda agent, epoch: {"return_mean": 1.0 if epoch == 1 else 0.0})
     learner = Learner(cfg, TrajectoryStore.open(store), Path(out), seed=0, hooks=hooks)
     start = time.perf_counter()
+    learner.resume()  # the second two-rank run resumes the first
     metrics = learner.run()
     seconds = time.perf_counter() - start
     digest = hashlib.sha256()  # parameters only: buffers (running norms) follow rank 0 at every forward
@@ -96,6 +99,21 @@ def worker(store: str, out: str, batch: int, updates: int) -> None:
             }
         )
     )
+
+
+def run_group(cmd: list[str], env: dict[str, str], *, timeout: float) -> None:
+    """Run `cmd` in its own process group; on a hang kill the whole group (the launcher and its ranks)."""
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        sys.exit(f"the two-rank run did not finish in {timeout:.0f} s (a rank waiting on the other?); killed")
+    if proc.returncode:
+        sys.exit(f"the two-rank run failed (exit {proc.returncode}):\n{err[-3000:]}")
 
 
 def main() -> None:
@@ -129,10 +147,12 @@ def main() -> None:
             str(store),
             f"{tmp}/ddp",
         ]
-        subprocess.run(ddp, env=env, check=True, capture_output=True, text=True, timeout=300)
+        run_group(ddp, env, timeout=300)
         subprocess.run([*me, "--batch", str(args.batch), "--worker", str(store), f"{tmp}/single"], env=env, check=True)
         rows = [json.loads((Path(tmp) / "ddp" / f"rank{r}.json").read_text()) for r in (0, 1)]
         single = json.loads((Path(tmp) / "single" / "rank0.json").read_text())
+        run_group(ddp, env, timeout=300)  # resumed with its patience spent: both ranks must stop before training
+        resumed = [json.loads((Path(tmp) / "ddp" / f"rank{r}.json").read_text()) for r in (0, 1)]
     same = rows[0]["digest"] == rows[1]["digest"]
     print(f"ranks hold identical parameters after training: {same}")
     print("| run | processes x batch | updates | seconds | updates/s | final critic loss | final actor loss |")
@@ -146,12 +166,14 @@ def main() -> None:
             f"| {name} | {r['world']} x {b} | {r['steps']} | {r['seconds']:.1f} | {r['steps'] / r['seconds']:.2f} | "
             f"{r['critic_loss']:.4f} | {r['actor_loss']:.4f} |"
         )
-    stops = {r.get("stopped_early") for r in (*rows, single)}
+    stops = {r.get("stopped_early") for r in (*rows, single, *resumed)}
+    more = {r["steps"] for r in resumed} != {rows[0]["steps"]}
     print(f"every run stopped early after epoch 2 of 4 (validation patience): {stops == {2}}")
+    print(f"a resumed two-rank run trained nothing more: {not more}")
     if not same:
         sys.exit("data-parallel ranks diverged")
-    if stops != {2}:
-        sys.exit(f"the runs stopped early after epochs {stops}, expected all after epoch 2")
+    if stops != {2} or more:
+        sys.exit(f"the runs stopped early after epochs {stops}, expected all after epoch 2 (resumed: {resumed})")
 
 
 if __name__ == "__main__":

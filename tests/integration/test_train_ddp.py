@@ -23,5 +23,6 @@ def test_two_cpu_ranks_stay_in_sync_and_match_a_single_process() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ranks hold identical parameters after training: True" in proc.stdout
     assert "every run stopped early after epoch 2 of 4 (validation patience): True" in proc.stdout
+    assert "a resumed two-rank run trained nothing more: True" in proc.stdout
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ddp rank")]
     assert len(rows) == 2 and all("| 2 x 12 |" in r for r in rows)
