@@ -34,7 +34,6 @@ def record_validation(best: dict[str, Any], epoch: int, score: float, *, counts:
     return False
 
 
-def patience_spent(cfg: TrainStageConfig, best: dict[str, Any]) -> bool:
-    """True when `validate.patience` validations in a row have not beaten the best."""
-    patience = cfg.validate.patience if cfg.validate is not None else None
-    return patience is not None and bool(best) and int(best.get("since", 0)) >= patience
+def patience_spent(best: dict[str, Any], patience: int) -> bool:
+    """True when `patience` validations in a row have not beaten the best."""
+    return bool(best) and int(best.get("since", 0)) >= patience

@@ -330,7 +330,7 @@ class Learner:
         val = self.cfg.validate
         if val is None or val.patience is None:  # the same on every rank: the broadcast below is collective
             return False
-        spent = self.hooks.validate is not None and patience_spent(self.cfg, self.state.best)
+        spent = self.hooks.validate is not None and patience_spent(self.state.best, val.patience)
         if not from_main(float(spent), self.rt.device):  # only rank 0 validates and keeps `best`
             return False
         if self.rt.is_main and epoch < self.cfg.epochs:

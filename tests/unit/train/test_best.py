@@ -6,7 +6,7 @@ import math
 
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.config.online import OnlineConfig, PartitionPhase
-from amago_pipe.config.train import TrainStageConfig, ValidateConfig
+from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.train.best import last_data_change, patience_spent, record_validation
 
 
@@ -27,12 +27,12 @@ def test_a_non_finite_best_is_replaced_by_the_next_validation() -> None:
 
 
 def test_patience_and_the_last_change_of_training_data() -> None:
-    validate = ValidateConfig(env=EnvConfig(id="CartPole-v1"), patience=2)
-    cfg = TrainStageConfig(validate=validate)
-    assert not patience_spent(cfg, {}) and not patience_spent(cfg, {"epoch": 1, "return_mean": 0.0, "since": 1})
-    assert patience_spent(cfg, {"epoch": 1, "return_mean": 0.0, "since": 2})
-    assert not patience_spent(TrainStageConfig(), {"epoch": 1, "return_mean": 0.0, "since": 9})
-    assert last_data_change(cfg) == 0
+    assert not patience_spent({}, 2) and not patience_spent({"epoch": 1, "return_mean": 0.0, "since": 1}, 2)
+    assert patience_spent({"epoch": 1, "return_mean": 0.0, "since": 2}, 2)
+    assert patience_spent({"epoch": 1, "return_mean": 0.0}, 0) and not patience_spent(
+        {"epoch": 1, "return_mean": 0.0}, 1
+    )
+    assert last_data_change(TrainStageConfig()) == 0
     phased = TrainStageConfig(
         partitions={"protected": 1.0, "fifo": 0.0},
         epochs=10,
