@@ -273,8 +273,12 @@ class Agent(nn.Module):
         return q.permute(1, 2, 0, 3), next_dist.log_prob(self._data_actions(a_next)).exp()
 
     def _actor_input(self, states: torch.Tensor) -> torch.Tensor:
-        """The states the actor's loss sees: detached unless `actor_trains_model`."""
-        return states if self.cfg.actor_trains_model else states.detach()
+        """The states the actor's loss sees: their gradient into the sequence model scaled by `actor_trains_model`."""
+        share = float(self.cfg.actor_trains_model)
+        if share == 1.0:
+            return states
+        frozen = states.detach()
+        return frozen if share == 0.0 else frozen + share * (states - frozen)
 
     def _features(self, actions: torch.Tensor) -> torch.Tensor:
         """Policy-space actions -> the critic's input features (one-hots, bits or values)."""

@@ -113,9 +113,10 @@ class AgentConfig(Component):
     """PopArt's statistics update rate."""
     use_target_actor: bool = True
     """Sample the next action of TD targets from the Polyak-averaged actor (else the online actor)."""
-    actor_trains_model: bool = True
-    """Let the actor's loss train the shared sequence model too (AMAGO); false: the actor trains its head only
-    and the sequence model learns from the critic alone (as SAC-AE / DrQ do for their encoders)."""
+    actor_trains_model: bool | float = True
+    """How much of the actor's loss gradient reaches the shared sequence model: true, all of it (AMAGO); false,
+    none (the actor trains its head only and the sequence model learns from the critic alone, as SAC-AE / DrQ do
+    for their encoders); a number in [0, 1] scales it."""
     value_samples: int = 4
     """Continuous actions: policy samples averaged to estimate V(s) = E_pi Q(s, a) for the advantage."""
     target_samples: int = 1
@@ -128,6 +129,10 @@ class AgentConfig(Component):
         if self.gamma in self.gammas:
             raise FieldError("gammas", f"lists the main gamma {self.gamma} again; give only the extra ones")
         _at_least(self, 1, "num_critics_td", "value_samples", "target_samples", "n_step")
+        if not 0.0 <= self.actor_trains_model <= 1.0:
+            raise FieldError(
+                "actor_trains_model", f"must be true, false or a number in [0, 1], got {self.actor_trains_model}"
+            )
         _at_least(self, 0.0, "online_coeff", "offline_coeff", "filter_beta", "leak_slope", "conservative_coeff")
         _check_filter_scale(self.filter_scale_max, normalize=self.filter_normalize)
         if self.online_coeff == 0.0 and self.offline_coeff == 0.0:

@@ -80,6 +80,25 @@ def test_actor_trains_model_decides_whether_the_actor_loss_reaches_the_sequence_
     assert all(p.grad is not None for p in agent.actor.parameters())
 
 
+def _actor_model_grads(batch, kind: str, share: bool | float) -> list[torch.Tensor]:
+    """The sequence model's gradients from the actor's two terms alone, for a fresh seed-0 agent."""
+    torch.manual_seed(0)
+    agent = _agent(kind, "agent", actor_trains_model=share)
+    states, _ = agent.model(batch.obs, batch.rl2, batch.time)
+    terms = (agent.discrete_terms if agent.discrete else agent.sampled_terms)(states, batch)
+    (-(terms.q_pi.mean() + terms.logp_data.mean())).backward()
+    return [p.grad for p in agent.model.parameters() if p.grad is not None]
+
+
+@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+def test_a_fractional_actor_trains_model_scales_the_actor_gradient_into_the_sequence_model(batches, kind) -> None:
+    full = _actor_model_grads(batches[kind], kind, True)
+    quarter = _actor_model_grads(batches[kind], kind, 0.25)
+    assert len(full) == len(quarter) and any(g.abs().sum() > 0 for g in full)
+    for f, q in zip(full, quarter, strict=True):
+        torch.testing.assert_close(q, 0.25 * f, rtol=1e-4, atol=1e-7)
+
+
 @pytest.mark.parametrize("kind", ["discrete", "continuous"])
 def test_policy_gradient_term_leaves_the_critics_untouched(batches, kind: str) -> None:
     """The critics seen by the actor loss take no gradient (AMAGO's copy accumulated its own)."""

@@ -81,6 +81,11 @@ def test_defaults_and_agent_types(tmp_path: Path) -> None:
             "    validate: {env: {id: CartPole-v1}, patience: 0}",
             r"stages.train.validate.patience: must be at least 1, got 0",
         ),
+        (
+            "    agent: {type: agent, actor_trains_model: 1.5}",
+            r"stages.train.agent.actor_trains_model: must be true, false or a number in \[0, 1\], got 1.5",
+        ),
+        ("    agent: {type: agent, actor_trains_model: half}", r"stages.train.agent.actor_trains_model: expected"),
     ],
 )
 def test_bad_train_configs_name_the_key(tmp_path: Path, train: str, message: str) -> None:
