@@ -84,9 +84,11 @@ class RichReporter:
             return
         style = STATUS_STYLE.get(record.status, "")
         metric = format_metric(record.metrics)
+        stopped = record.metrics.get("stopped_early")  # a train stage's `validate.patience` ran out
         self.console.print(
             f"  {styled(f'{record.status:>12}', style)} {name} in {format_duration(record.duration)}"
             + (f"  {metric}" if metric else "")
+            + (f"  (stopped early after epoch {stopped}: validate.patience)" if stopped is not None else "")
         )
 
     def progress_factory(self) -> Any:
