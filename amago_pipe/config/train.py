@@ -114,9 +114,8 @@ class AgentConfig(Component):
     use_target_actor: bool = True
     """Sample the next action of TD targets from the Polyak-averaged actor (else the online actor)."""
     actor_trains_model: bool | float = True
-    """How much of the actor's loss gradient reaches the shared sequence model: true, all of it (AMAGO); false,
-    none (the actor trains its head only and the sequence model learns from the critic alone, as SAC-AE / DrQ do
-    for their encoders); a number in [0, 1] scales it."""
+    """Share of the actor's loss gradient that reaches the sequence model: true (all, as AMAGO), false (none: the
+    model learns from the critic alone, as in SAC-AE / DrQ) or a number in [0, 1]."""
     value_samples: int = 4
     """Continuous actions: policy samples averaged to estimate V(s) = E_pi Q(s, a) for the advantage."""
     target_samples: int = 1

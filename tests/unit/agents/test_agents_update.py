@@ -80,23 +80,28 @@ def test_actor_trains_model_decides_whether_the_actor_loss_reaches_the_sequence_
     assert all(p.grad is not None for p in agent.actor.parameters())
 
 
-def _actor_model_grads(batch, kind: str, share: bool | float) -> list[torch.Tensor]:
-    """The sequence model's gradients from the actor's two terms alone, for a fresh seed-0 agent."""
+def _actor_grads(batch, kind: str, share: bool | float) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    """The BC term and the gradients of the sequence model and of the actor head from the actor's two terms alone,
+    for a fresh seed-0 agent."""
     torch.manual_seed(0)
     agent = _agent(kind, "agent", actor_trains_model=share)
     states, _ = agent.model(batch.obs, batch.rl2, batch.time)
     terms = (agent.discrete_terms if agent.discrete else agent.sampled_terms)(states, batch)
     (-(terms.q_pi.mean() + terms.logp_data.mean())).backward()
-    return [p.grad for p in agent.model.parameters() if p.grad is not None]
+    model = [p.grad for p in agent.model.parameters() if p.grad is not None]
+    return terms.logp_data.detach(), model, [p.grad for p in agent.actor.parameters()]
 
 
 @pytest.mark.parametrize("kind", ["discrete", "continuous"])
-def test_a_fractional_actor_trains_model_scales_the_actor_gradient_into_the_sequence_model(batches, kind) -> None:
-    full = _actor_model_grads(batches[kind], kind, True)
-    quarter = _actor_model_grads(batches[kind], kind, 0.25)
-    assert len(full) == len(quarter) and any(g.abs().sum() > 0 for g in full)
-    for f, q in zip(full, quarter, strict=True):
-        torch.testing.assert_close(q, 0.25 * f, rtol=1e-4, atol=1e-7)
+def test_a_fractional_actor_trains_model_scales_the_actor_gradient_into_the_sequence_model(batches, kind: str) -> None:
+    logp_full, model_full, actor_full = _actor_grads(batches[kind], kind, True)
+    logp, model, actor = _actor_grads(batches[kind], kind, 0.25)
+    torch.testing.assert_close(logp, logp_full)  # the same forward pass
+    assert len(model) == len(model_full) and any(g.abs().sum() > 0 for g in model_full)
+    for quarter, full in zip(model, model_full, strict=True):
+        torch.testing.assert_close(quarter, 0.25 * full, rtol=1e-4, atol=1e-7)
+    for head, full in zip(actor, actor_full, strict=True):  # the actor head still learns at full strength
+        torch.testing.assert_close(head, full)
 
 
 @pytest.mark.parametrize("kind", ["discrete", "continuous"])

@@ -85,7 +85,10 @@ def test_defaults_and_agent_types(tmp_path: Path) -> None:
             "    agent: {type: agent, actor_trains_model: 1.5}",
             r"stages.train.agent.actor_trains_model: must be true, false or a number in \[0, 1\], got 1.5",
         ),
-        ("    agent: {type: agent, actor_trains_model: half}", r"stages.train.agent.actor_trains_model: expected"),
+        (
+            "    agent: {type: agent, actor_trains_model: half}",
+            r"stages.train.agent.actor_trains_model: expected a boolean \(true/false\) or a number, got 'half'",
+        ),
     ],
 )
 def test_bad_train_configs_name_the_key(tmp_path: Path, train: str, message: str) -> None:
