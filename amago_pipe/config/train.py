@@ -69,7 +69,7 @@ class AgentConfig(Component):
     online_coeff: float = 1.0
     """Weight of the deterministic policy gradient term (through the reparameterised / probability-weighted action)."""
     offline_coeff: float = 1.0
-    """Weight of the advantage-filtered behaviour cloning term (1 with `exp`: see the README's "one recipe")."""
+    """Weight of the advantage-filtered behaviour cloning term (1 with `exp`: see docs/recipes.md)."""
     fbc_filter: Literal["binary", "exp", "leaky"] = "exp"
     """Behaviour-cloning filter of the advantage A: `binary` 1[A > 0], `exp` exp(beta A), `leaky` 1 or leak_slope."""
     filter_beta: float = 1.0
@@ -81,7 +81,7 @@ class AgentConfig(Component):
     """`exp` filter: cap, in scaled-reward units, on the value scale advantages are divided by (raw advantage /
     min(PopArt's sigma, this)). With dense rewards sigma keeps growing as training propagates the values, which
     flattens the filter back towards the data's actions; 10 is one large (99th-percentile) reward under
-    `reward_multiplier: auto`. null: PopArt's sigma; no effect without PopArt (README: "Long offline runs")."""
+    `reward_multiplier: auto`. null: PopArt's sigma; no effect without PopArt (docs/recipes.md: "Long offline runs")."""
     filter_normalize: bool = False
     """`exp` filter: divide advantages by their batch standard deviation first (a scale-free temperature)."""
     leak_slope: float = 0.1
@@ -89,11 +89,11 @@ class AgentConfig(Component):
     reward_multiplier: float | Literal["auto"] = "auto"
     """Rewards are multiplied by this in the losses (keeps PopArt's value scale comfortable). `auto`: 10 / the
     99th percentile of |reward| over the training data's nonzero rewards (10 for rewards of size 1), fixed at the
-    first update and kept in checkpoints (README: "reward scale")."""
+    first update and kept in checkpoints (docs/recipes.md: "Reward scale")."""
     n_step: int = 4
-    """TD targets over n steps of rewards (1: AMAGO's one-step target); stops at terminals, bootstraps at padding or the window end. See the README's "one recipe" for why 4 is the default."""
+    """TD targets over n steps of rewards (1: AMAGO's one-step target); stops at terminals, bootstraps at padding or the window end. See docs/recipes.md ("Why n-step targets") for why 4 is the default."""
     nstep_correction: Literal["none", "tree_backup"] = "none"
-    """Off-policy correction of n-step targets: `none` sums the data's rewards as they are (values lean towards the behaviour policy: conservative offline), `tree_backup` weights each later reward by the target policy's probability of the data actions leading to it (discrete kinds only; see the README's "memory recipe")."""
+    """Off-policy correction of n-step targets: `none` sums the data's rewards as they are (values lean towards the behaviour policy: conservative offline), `tree_backup` weights each later reward by the target policy's probability of the data actions leading to it (discrete kinds only; see docs/recipes.md: "The memory recipe")."""
     critic_loss: Literal["mse", "huber"] = "mse"
     """Regression loss of PopArt-normalised TD errors: `mse`, or `huber` (linear beyond 1: a surprising target moves the critics by a bounded step)."""
     conservative_coeff: float = 0.0
