@@ -20,6 +20,7 @@ from torch.distributions import Categorical, Distribution
 from torch.func import functional_call
 
 from amago_pipe.agents.averaging import PolicyAverage
+from amago_pipe.agents.history import HistoryHead
 from amago_pipe.agents.losses import (
     actor_loss,
     bc_filter,
@@ -112,6 +113,8 @@ class Agent(nn.Module):
         self.register_buffer("candidates", feats, persistent=False)  # (M, A) their critic inputs
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.history = HistoryHead(d, self.model.feature_dim, max_seq_len + 1) if cfg.history_coeff > 0 else None
+        """Predicts earlier steps' observation features from the states (`history_coeff`)."""
         self.policy_avg = PolicyAverage(self.model, self.actor) if cfg.policy_average > 0 else None
         """The Polyak-averaged sequence model and actor that policy files hold (`policy_average` > 0)."""
         self.popart = PopArt(len(gammas), beta=cfg.popart_beta, enabled=cfg.popart)
@@ -128,7 +131,7 @@ class Agent(nn.Module):
     # ---- the update -----------------------------------------------------------------------------
     def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Total loss of one batch and detached metrics."""
-        states, _ = self.model(batch.obs, batch.rl2, batch.time)  # (B, L+1, D)
+        states, features = self.model.encode(batch.obs, batch.rl2, batch.time)  # (B, L+1, D), (B, L+1, F)
         terms = (
             self.discrete_terms if self.discrete else self.enumerated_terms if self.enumerated else self.sampled_terms
         )
@@ -154,6 +157,10 @@ class Agent(nn.Module):
         )
         metrics = self._metrics(t, advantage, weights, batch.mask)
         metrics.update(critic_loss=loss_critic.detach(), actor_loss=loss_actor.detach())
+        if self.history is not None:
+            loss_history = self.history.loss(states, features, batch.obs_mask)
+            loss_actor = loss_actor + cfg.history_coeff * loss_history
+            metrics["history_loss"] = loss_history.detach()
         if t.conservative is not None:
             metrics["conservative_gap"] = masked_mean(t.conservative.detach(), batch.mask)
         return loss_critic + loss_actor, metrics

@@ -116,6 +116,10 @@ class AgentConfig(Component):
     actor_trains_model: bool | float = True
     """Share of the actor's loss gradient that reaches the sequence model: true (all, as AMAGO), false (none: the
     model learns from the critic alone, as in SAC-AE / DrQ) or a number in [0, 1]."""
+    history_coeff: float = 0.3
+    """Weight of the history objective: from its state at step t the sequence model predicts the observation
+    features of a random earlier step of the window (docs/recipes.md: "The history objective"); 1 for long or noisy
+    memory tasks, 0: off."""
     value_samples: int = 4
     """Continuous actions: policy samples averaged to estimate V(s) = E_pi Q(s, a) for the advantage."""
     target_samples: int = 1
@@ -132,7 +136,16 @@ class AgentConfig(Component):
             raise FieldError(
                 "actor_trains_model", f"must be true, false or a number in [0, 1], got {self.actor_trains_model}"
             )
-        _at_least(self, 0.0, "online_coeff", "offline_coeff", "filter_beta", "leak_slope", "conservative_coeff")
+        _at_least(
+            self,
+            0.0,
+            "online_coeff",
+            "offline_coeff",
+            "filter_beta",
+            "leak_slope",
+            "conservative_coeff",
+            "history_coeff",
+        )
         _check_filter_scale(self.filter_scale_max, normalize=self.filter_normalize)
         if self.online_coeff == 0.0 and self.offline_coeff == 0.0:
             raise FieldError("offline_coeff", "online_coeff and offline_coeff are both 0: the actor would not learn")

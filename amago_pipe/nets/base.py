@@ -22,9 +22,17 @@ class TstepEncoder(nn.Module, ABC):
     """
 
     out_dim: int
+    feature_dim: int = 0
+    """Width of the observation features `embed` returns (0: it returns none)."""
 
     @abstractmethod
     def forward(self, obs: dict[str, torch.Tensor], rl2: torch.Tensor) -> torch.Tensor: ...
+
+    def embed(self, obs: dict[str, torch.Tensor], rl2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`(embedding (B, L, out_dim), observation features (B, L, feature_dim) or None)`: the features are the
+        normalised inputs the history objective (`agent.history_coeff`) predicts; without them it predicts the
+        embedding."""
+        return self(obs, rl2), None
 
 
 class TrajEncoder(nn.Module, ABC):

@@ -6,6 +6,7 @@ Pure torch + config dataclasses; must not import stores, YAML or pipelines.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from amago_pipe.config.nets import (
@@ -69,6 +70,21 @@ class SequenceModel(nn.Module):
     ) -> tuple[torch.Tensor, TrajState]:
         emb = self.tstep_encoder(obs, rl2)  # (B, L, D_tstep)
         return self.traj_encoder(emb, time, state)  # type: ignore[no-any-return]
+
+    @property
+    def feature_dim(self) -> int:
+        """Width of the per-step features `encode` returns."""
+        return self.tstep_encoder.feature_dim or self.tstep_encoder.out_dim
+
+    def encode(
+        self, obs: dict[str, torch.Tensor], rl2: torch.Tensor, time: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A whole window from a fresh state: `(out (B, L, out_dim), features (B, L, feature_dim))`, the features
+        being the timestep encoder's observation features (or, without them, its layer-normalised embedding)."""
+        emb, feats = self.tstep_encoder.embed(obs, rl2)  # (B, L, D_tstep), (B, L, F) or None
+        if feats is None:
+            feats = F.layer_norm(emb, emb.shape[-1:])
+        return self.traj_encoder(emb, time, None)[0], feats
 
     def init_state(self, batch: int, device: torch.device | str | None = None) -> TrajState:
         return self.traj_encoder.init_state(batch, device)

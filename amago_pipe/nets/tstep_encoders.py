@@ -5,6 +5,7 @@ Pure torch; must not import stores, YAML or pipelines.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from amago_pipe.config.nets import CnnTstepConfig, FFTstepConfig
@@ -14,6 +15,9 @@ from amago_pipe.nets.cnn import build_cnn, random_shift
 from amago_pipe.nets.layers import RunningNorm, activation, mlp, norm_layer
 from amago_pipe.nets.obs_features import KeyPlan, check_obs, image_batch, plan_keys, vector_features
 from amago_pipe.spec import DataSpec
+
+POOLED = 4
+"""Side of the average-pooled grid each image channel contributes to the observation features."""
 
 
 def _vector_input(obs: dict[str, torch.Tensor], plans: list[KeyPlan], like: torch.Tensor) -> torch.Tensor:
@@ -35,13 +39,17 @@ class FFTstepEncoder(TstepEncoder):
         self.obs_norm: nn.Module = RunningNorm(obs_dim) if cfg.normalize_inputs and obs_dim else nn.Identity()
         self.net = mlp(obs_dim + self.rl2_dim, cfg.d_hidden, cfg.n_layers, cfg.d_output, act=cfg.activation)
         self.out_norm = norm_layer(cfg.out_norm, cfg.d_output)
-        self.out_dim = cfg.d_output
+        self.out_dim, self.feature_dim = cfg.d_output, obs_dim
 
     def forward(self, obs: dict[str, torch.Tensor], rl2: torch.Tensor) -> torch.Tensor:
+        return self.embed(obs, rl2)[0]
+
+    def embed(self, obs: dict[str, torch.Tensor], rl2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The embedding and the normalised observation vector."""
         check_obs(obs, self.plans, rl2, self.rl2_dim)
         x = self.obs_norm(_vector_input(obs, self.plans, rl2))  # (B, L, obs_dim)
-        rl2 = shown_rl2(rl2, self.hide_rl2)
-        return self.out_norm(self.net(torch.cat((x, rl2), dim=-1)))  # (B, L, D)
+        shown = shown_rl2(rl2, self.hide_rl2)
+        return self.out_norm(self.net(torch.cat((x, shown), dim=-1))), (x if self.feature_dim else None)
 
 
 class CnnTstepEncoder(TstepEncoder):
@@ -80,24 +88,38 @@ class CnnTstepEncoder(TstepEncoder):
         self.merge = nn.Linear(merged, cfg.d_output)
         self.out_norm = norm_layer(cfg.out_norm, cfg.d_output)
         self.out_dim = cfg.d_output
+        self.feature_dim = vec_dim + sum(p.image_chw[0] * POOLED**2 for p in self.image_plans)
 
     def forward(self, obs: dict[str, torch.Tensor], rl2: torch.Tensor) -> torch.Tensor:
+        return self._encode(obs, rl2, features=False)[0]
+
+    def embed(self, obs: dict[str, torch.Tensor], rl2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The embedding and the observation features: normalised vectors, then each image (normalised, before
+        augmentation) average-pooled to `POOLED` x `POOLED` per channel."""
+        return self._encode(obs, rl2, features=True)
+
+    def _encode(
+        self, obs: dict[str, torch.Tensor], rl2: torch.Tensor, *, features: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         check_obs(obs, self.image_plans + self.vector_plans, rl2, self.rl2_dim)
         batch, length = rl2.shape[:2]
-        parts = []
+        parts, pooled = [], []
         for p in self.image_plans:
             name = _safe(p.key)
             imgs = image_batch(obs[p.key], p).to(rl2.dtype)  # (B*L, C, H, W)
             if name in self.img_norms:
                 imgs = self.img_norms[name](imgs)  # per channel, statistics over batch and pixels
+            if features:  # (not in acting, whose exports need no pooling op)
+                pooled.append(F.adaptive_avg_pool2d(imgs, POOLED).reshape(batch, length, -1))
             if self.training and self.cfg.drqv2_aug:
                 imgs = random_shift(imgs, self.cfg.aug_pad, self.cfg.aug_fraction)
             feats = self.img_heads[name](self.cnns[name](imgs))  # (B*L, img_features)
             parts.append(feats.view(batch, length, -1))
         vec = self.vec_norm(_vector_input(obs, self.vector_plans, rl2))  # (B, L, vec_dim)
-        rl2 = shown_rl2(rl2, self.cfg.hide_rl2)
-        parts.append(self.vec_head(torch.cat((vec, rl2), dim=-1)))  # (B, L, vector_features)
-        return self.out_norm(self.merge(torch.cat(parts, dim=-1)))  # (B, L, D)
+        shown = shown_rl2(rl2, self.cfg.hide_rl2)
+        parts.append(self.vec_head(torch.cat((vec, shown), dim=-1)))  # (B, L, vector_features)
+        out = self.out_norm(self.merge(torch.cat(parts, dim=-1)))  # (B, L, D)
+        return out, (torch.cat([vec, *pooled], dim=-1) if features else None)
 
 
 def shown_rl2(rl2: torch.Tensor, hide: bool | str) -> torch.Tensor:

@@ -263,9 +263,9 @@ def check_shapes(expected: dict[str, torch.Tensor], found: dict[str, torch.Tenso
     """DataError listing missing, unexpected and differently shaped weights (a checkpoint of another model)."""
     missing = sorted(set(expected) - set(found))
     extra = sorted(set(found) - set(expected))
-    wrong = [
+    wrong = [  # the sequence model's first: the heads' input widths follow from it
         f"{k}: checkpoint {tuple(found[k].shape)}, model {tuple(expected[k].shape)}"
-        for k in sorted(set(expected) & set(found))
+        for k in sorted(set(expected) & set(found), key=lambda k: (not k.startswith("model."), k))
         if tuple(found[k].shape) != tuple(expected[k].shape)
     ]
     if not (missing or extra or wrong):

@@ -46,6 +46,18 @@ class TestContract:
         changed = (out2 - out).abs().amax(dim=(0, 2)) > 0  # (L,)
         assert changed.tolist() == [False, False, False, True, False]
 
+    def test_embed_gives_the_embedding_and_per_step_observation_features(
+        self, name: str, multimodal_spec: DataSpec
+    ) -> None:
+        enc = make(name, multimodal_spec).eval()
+        obs, rl2 = random_obs(multimodal_spec, 2, 5), rl2_for(multimodal_spec, 2, 5)
+        out, feats = enc.embed(obs, rl2)
+        torch.testing.assert_close(out, enc(obs, rl2))
+        assert feats is not None and feats.shape == (2, 5, enc.feature_dim)
+        obs["joints"][:, 3] += 1.0  # a step's features come from that step's observation alone
+        changed = (enc.embed(obs, rl2)[1] - feats).abs().amax(dim=(0, 2)) > 0  # (L,)
+        assert changed.tolist() == [False, False, False, True, False]
+
     def test_gradients_reach_every_parameter(self, name: str, multimodal_spec: DataSpec) -> None:
         enc = make(name, multimodal_spec).train()
         out = enc(random_obs(multimodal_spec, 2, 3), rl2_for(multimodal_spec, 2, 3))

@@ -86,6 +86,10 @@ def test_defaults_and_agent_types(tmp_path: Path) -> None:
             r"stages.train.agent.actor_trains_model: must be true, false or a number in \[0, 1\], got 1.5",
         ),
         (
+            "    agent: {type: agent, history_coeff: -1}",
+            r"stages.train.agent.history_coeff: must be at least 0.0, got -1",
+        ),
+        (
             "    agent: {type: agent, actor_trains_model: half}",
             r"stages.train.agent.actor_trains_model: expected a boolean \(true/false\) or a number, got 'half'",
         ),
