@@ -22,7 +22,7 @@ from amago_pipe.config.stages import StageConfig
 def _at_least(obj: object, minimum: float, *names: str) -> None:
     for name in names:
         value = getattr(obj, name)
-        if value is not None and value < minimum:
+        if value is not None and not value >= minimum:  # NaN fails too
             raise FieldError(name, f"must be at least {minimum}, got {value}")
 
 

@@ -90,6 +90,10 @@ def test_defaults_and_agent_types(tmp_path: Path) -> None:
             r"stages.train.agent.history_coeff: must be at least 0.0, got -1",
         ),
         (
+            "    agent: {type: agent, history_coeff: .nan}",
+            r"stages.train.agent.history_coeff: must be at least 0.0, got nan",
+        ),
+        (
             "    agent: {type: agent, actor_trains_model: half}",
             r"stages.train.agent.actor_trains_model: expected a boolean \(true/false\) or a number, got 'half'",
         ),
