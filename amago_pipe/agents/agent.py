@@ -11,12 +11,10 @@ import contextlib
 import copy
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
-from torch.distributions import Categorical, Distribution
 from torch.func import functional_call
 
 from amago_pipe.agents.averaging import PolicyAverage
@@ -29,9 +27,9 @@ from amago_pipe.agents.losses import (
     nstep_td_targets,
     polyak_update,
     scale_for_filter,
-    shift_steps,
 )
 from amago_pipe.agents.popart import PopArt
+from amago_pipe.agents.terms import Terms, terms
 from amago_pipe.config.nets import ModelConfig
 from amago_pipe.config.train import AgentConfig
 from amago_pipe.errors import ConfigError, DataError
@@ -46,30 +44,6 @@ SUPPORTED_ACTIONS = ("discrete", "continuous", "multibinary", "multidiscrete")
 EXACT_MAX_ACTIONS = 32
 """Action-input critics of discrete kinds with at most this many joint actions take exact expectations over every
 action (a no-grad critic pass over B*L*M rows); larger spaces use a score-function estimate."""
-DATA_ACTION_CLIP = 0.999
-"""Continuous data actions are clipped to +-this for log-likelihoods (tanh's inverse is infinite at +-1)."""
-
-
-@dataclass
-class Terms:
-    """Everything the losses need, in normalised value units. Shapes: (B, L, K, G) or (B, L, G)."""
-
-    critic_out: torch.Tensor
-    """Critic output at the data actions: (K, B, L, G) values or (K, B, L, G, N) bin logits."""
-    targets: torch.Tensor
-    """(B, L, G) raw-scale TD targets."""
-    q_data: torch.Tensor
-    """(B, L, K, G) Q(s, a_data), no gradient."""
-    q_pi: torch.Tensor
-    """(B, L, K, G) Q(s, a ~ pi) with gradient into the actor only."""
-    v_pi: torch.Tensor
-    """(B, L, G) E_pi Q(s, a), no gradient."""
-    logp_data: torch.Tensor
-    """(B, L, G) log pi(a_data | s)."""
-    entropy: torch.Tensor
-    """(B, L, G) policy entropy (a one-sample estimate for continuous actions)."""
-    conservative: torch.Tensor | None = None
-    """(B, L, K, G) logsumexp_a Q(s, a) - Q(s, a_data) with gradient into the critics (`conservative_coeff`)."""
 
 
 class Agent(nn.Module):
@@ -132,10 +106,7 @@ class Agent(nn.Module):
     def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Total loss of one batch and detached metrics."""
         states, features = self.model.encode(batch.obs, batch.rl2, batch.time)  # (B, L+1, D), (B, L+1, F)
-        terms = (
-            self.discrete_terms if self.discrete else self.enumerated_terms if self.enumerated else self.sampled_terms
-        )
-        t = terms(states, batch)
+        t = terms(self, states, batch)
         loss_critic = self.critic_objective(t.critic_out, t.targets, batch.mask)
         if t.conservative is not None:
             loss_critic = loss_critic + self.cfg.conservative_coeff * masked_mean(t.conservative, batch.mask)
@@ -164,150 +135,6 @@ class Agent(nn.Module):
         if t.conservative is not None:
             metrics["conservative_gap"] = masked_mean(t.conservative.detach(), batch.mask)
         return loss_critic + loss_actor, metrics
-
-    def discrete_terms(self, states: torch.Tensor, batch: Batch) -> Terms:
-        """Discrete actions: exact expectations over actions from one critic pass (Q of every action)."""
-        s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
-        bsz, length = batch.mask.shape
-        with torch.no_grad():
-            next_actor = self.target_actor if self.cfg.use_target_actor else self.actor
-            probs_next = next_actor(s_next).probs  # (B, L, G, A)
-            q_next = self.values(self.target_critic(s_next), raw=True, axis=-2)  # (K, B, L, G, A)
-            v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
-            data_terms: tuple[torch.Tensor, ...] = ()
-            if self.tree_backup:  # Q_target(s_{t+1}, a_{t+1}) and pi(a_{t+1} | s_{t+1}) of the data's next action
-                a_next = shift_steps(batch.actions, 1, 0)  # (B, L)
-                q_ids = a_next[None, :, :, None, None].expand(*q_next.shape[:-1], 1)
-                p_ids = a_next[:, :, None, None].expand(*probs_next.shape[:-1], 1)
-                data_terms = (
-                    q_next.gather(-1, q_ids).squeeze(-1).permute(1, 2, 0, 3),
-                    probs_next.gather(-1, p_ids).squeeze(-1),
-                )
-            targets = self.targets(batch, v_next, *data_terms)  # (B, L, G)
-        out = self.critic(s)  # (K, B, L, G, A[, N])
-        ids = batch.actions[None, :, :, None, None].expand(out.shape[0], bsz, length, out.shape[3], 1)
-        critic_out = self._gather_action(out, ids)  # (K, B, L, G[, N])
-        dist = self.actor(self._actor_input(s))  # batch (B, L, G)
-        q_all = self.values(out.detach(), axis=-2, detach=True)  # (K, B, L, G, A)
-        q_pi = (q_all * dist.probs).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G): gradient into the actor
-        q_data = q_all.gather(-1, ids).squeeze(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
-        logp = dist.log_prob(self._data_actions(batch.actions))  # (B, L, G)
-        conservative = None
-        if self.cfg.conservative_coeff > 0:  # CQL(H) in normalised units, gradient into the critics only
-            q_grad = self.values(out, axis=-2, detach=True)  # (K, B, L, G, A)
-            gap = torch.logsumexp(q_grad, dim=-1) - q_grad.gather(-1, ids).squeeze(-1)  # (K, B, L, G)
-            conservative = gap.permute(1, 2, 0, 3)
-        return Terms(critic_out, targets, q_data, q_pi, q_pi.detach().mean(2), logp, dist.entropy(), conservative)
-
-    def enumerated_terms(self, states: torch.Tensor, batch: Batch) -> Terms:
-        """Discrete kinds with action-input critics and few joint actions: exact expectations over all M of them."""
-        s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
-        with torch.no_grad():
-            next_dist = (self.target_actor if self.cfg.use_target_actor else self.actor)(s_next)
-            probs_next = self._joint_probs(next_dist)  # (B, L, G, M)
-            q_next = self.values(self.target_critic.forward_candidates(s_next, self.candidates), raw=True, axis=-2)
-            v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
-            data_terms = self._next_data_terms(s_next, next_dist, batch) if self.tree_backup else ()
-            targets = self.targets(batch, v_next, *data_terms)  # (B, L, G)
-        critic_out = self.critic(s, self._features(batch.actions))  # (K, B, L, G[, N])
-        dist = self.actor(self._actor_input(s))  # batch (B, L, G)
-        with torch.no_grad():
-            q_all = self.values(self.critic.forward_candidates(s, self.candidates), axis=-2)  # (K, B, L, G, M)
-            q_data = self.values(critic_out).permute(1, 2, 0, 3)  # (B, L, K, G)
-        q_pi = (q_all * self._joint_probs(dist)).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G): gradient into the actor
-        logp = dist.log_prob(self._data_actions(batch.actions))  # (B, L, G)
-        return Terms(critic_out, targets, q_data, q_pi, q_pi.detach().mean(2), logp, dist.entropy())
-
-    def sampled_terms(self, states: torch.Tensor, batch: Batch) -> Terms:
-        """Action-input critics at sampled actions: reparameterised policy gradient through a frozen view of the
-        critics (continuous), or a score-function estimate (discrete kinds with too many joint actions)."""
-        s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
-        with torch.no_grad():
-            next_dist = (self.target_actor if self.cfg.use_target_actor else self.actor)(s_next)
-            v_next = torch.stack(
-                [
-                    self.values(self.target_critic(s_next, self._features(next_dist.sample())), raw=True)
-                    for _ in range(self.cfg.target_samples)
-                ]
-            ).mean(0)  # (K, B, L, G)
-            data_terms = (
-                self._next_data_terms(s_next, next_dist, batch)
-                if self.tree_backup and self.spec.action.kind != "continuous"
-                else ()
-            )
-            targets = self.targets(batch, v_next.permute(1, 2, 0, 3), *data_terms)  # (B, L, G)
-        critic_out = self.critic(s, self._features(batch.actions))  # (K, B, L, G[, N]): shared by all gammas
-        dist = self.actor(self._actor_input(s))  # batch (B, L, G), event (A,)
-        if dist.has_rsample:
-            a_pi = dist.rsample()  # (B, L, G, A)
-            q_pi = self.values(self.frozen_critic(s.detach(), a_pi), detach=True).permute(1, 2, 0, 3)  # (B, L, K, G)
-            with torch.no_grad():
-                extra = [self.values(self.critic(s, dist.sample())).mean(0) for _ in range(self.cfg.value_samples - 1)]
-                v_pi = torch.stack([q_pi.mean(2), *extra]).mean(0)  # (B, L, G)
-            entropy = -dist.log_prob(a_pi.detach())  # (B, L, G)
-        else:
-            q_pi, v_pi = self.score_function_q(s.detach(), dist)
-            entropy = dist.entropy()
-        with torch.no_grad():
-            q_data = self.values(critic_out).permute(1, 2, 0, 3)  # (B, L, K, G)
-        logp = dist.log_prob(self._data_actions(batch.actions))  # (B, L, G)
-        return Terms(critic_out, targets, q_data, q_pi, v_pi.detach(), logp, entropy)
-
-    def score_function_q(self, states: torch.Tensor, dist: Distribution) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q(s, a~pi) (B, L, K, G) carrying a score-function policy gradient, and E_pi Q (B, L, G).
-
-        S = max(2, value_samples) samples with a leave-one-out baseline (RLOO): the forward value is
-        mean_s Q(s, a_s); the gradient is mean_s (Q(s, a_s) - mean_{j!=s} Q(s, a_j)) grad log pi(a_s|s) (unbiased).
-        The critics get no gradient.
-        """
-        n = max(2, self.cfg.value_samples)
-        actions = dist.sample((n,))  # (S, B, L, G[, k])
-        with torch.no_grad():
-            q = torch.stack([self.values(self.critic(states, self._features(a))) for a in actions])  # (S, K, B, L, G)
-            q = q.permute(0, 2, 3, 1, 4)  # (S, B, L, K, G)
-            baseline = (q.sum(0, keepdim=True) - q) / (n - 1)  # (S, B, L, K, G) leave-one-out
-        logp = dist.log_prob(actions)[:, :, :, None]  # (S, B, L, 1, G)
-        q_pi = (q + (q - baseline) * (logp - logp.detach())).mean(0)  # (B, L, K, G)
-        return q_pi, q.mean((0, 3))
-
-    def _next_data_terms(
-        self, s_next: torch.Tensor, next_dist: Distribution, batch: Batch
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Tree-backup inputs for action-input critics of discrete kinds: Q_target(s_{t+1}, a_{t+1}) (B, L, K, G)
-        raw-scale and pi(a_{t+1} | s_{t+1}) (B, L, G), a_{t+1} the data's next action."""
-        a_next = shift_steps(batch.actions, 1, 0)  # (B, L[, A]) a_{t+1}
-        q = self.values(self.target_critic(s_next, self._features(a_next)), raw=True)  # (K, B, L, G)
-        return q.permute(1, 2, 0, 3), next_dist.log_prob(self._data_actions(a_next)).exp()
-
-    def _actor_input(self, states: torch.Tensor) -> torch.Tensor:
-        """The states the actor's loss sees: their gradient into the sequence model scaled by `actor_trains_model`."""
-        share = float(self.cfg.actor_trains_model)
-        if share == 1.0:
-            return states
-        frozen = states.detach()
-        return frozen if share == 0.0 else frozen + share * (states - frozen)
-
-    def _features(self, actions: torch.Tensor) -> torch.Tensor:
-        """Policy-space actions -> the critic's input features (one-hots, bits or values)."""
-        return action_features(self.spec.action, actions)
-
-    def _data_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """Data actions for `log_prob`, one copy per gamma: ids (B, L, G[, k]), bits or clipped values (B, L, G, A)."""
-        kind = self.spec.action.kind
-        if kind != "discrete":
-            actions = actions.flatten(2)  # (B, L, A) or (B, L, k)
-        if kind == "continuous":  # tanh's inverse is infinite at +-1
-            actions = actions.clamp(-DATA_ACTION_CLIP, DATA_ACTION_CLIP)
-        elif kind == "multibinary":
-            actions = actions.float()
-        return actions.unsqueeze(2).expand(*actions.shape[:2], len(self.gammas), *actions.shape[2:])
-
-    def _joint_probs(self, dist: Distribution) -> torch.Tensor:
-        """(B, L, G, M) probabilities of the enumerated joint actions `self.action_table`."""
-        if isinstance(dist, Categorical):
-            return dist.probs  # the table is arange(n)
-        table = self.action_table.reshape(-1, 1, 1, 1, *self.action_table.shape[1:])  # (M, 1, 1, 1[, k])
-        return dist.log_prob(table).exp().permute(1, 2, 3, 0)
 
     # ---- named pieces shared with `multitask` ---------------------------------------------------
     def targets(
@@ -353,13 +180,6 @@ class Agent(nn.Module):
     def values(self, out: torch.Tensor, *, raw: bool = False, axis: int = -1, detach: bool = False) -> torch.Tensor:
         """Critic outputs -> normalised (or raw-scale) values; G is on `axis`."""
         return self.popart(out, normalized=not raw, detach=detach, axis=axis)
-
-    def _gather_action(self, out: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """Pick the data action's entry of discrete critic outputs (K, B, L, G, A[, N])."""
-        if out.dim() == 6:  # bins: (K, B, L, G, A, N)
-            idx = ids[..., None].expand(*ids.shape, out.shape[-1])  # (K, B, L, G, 1, N)
-            return out.gather(4, idx).squeeze(4)
-        return out.gather(-1, ids).squeeze(-1)
 
     def frozen_critic(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """The critics with their weights detached: gradients reach the actions only (no copy, no extra grads)."""

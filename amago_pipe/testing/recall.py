@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from amago_pipe.agents.terms import discrete_terms
 from amago_pipe.config.build import build_strict
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.config.policies import RandomPolicyConfig
@@ -182,7 +183,7 @@ def critic_ablation(
     def step(batch: Any) -> tuple[torch.Tensor, float]:
         cue, rows, at = _answers(batch, task.n_cues)
         states, _ = agent.model(batch.obs, batch.rl2, batch.time)  # (B, L+1, D)
-        terms = agent.discrete_terms(states, batch)
+        terms = discrete_terms(agent, states, batch)
         mask = batch.mask & batch.terminated if steps == "answer" else batch.mask  # (B, L)
         with torch.no_grad():
             q = agent.values(agent.critic(states[rows, at][:, None]), axis=-2).mean(0)[:, 0, -1]  # (N, A)

@@ -16,6 +16,7 @@ import torch
 from unit.data.learning_data import make_spec, make_store
 
 from amago_pipe.agents.agent import Agent
+from amago_pipe.agents.terms import terms as terms_of
 from amago_pipe.config.build import build_strict
 from amago_pipe.config.nets import ModelConfig
 from amago_pipe.config.registries import AGENTS, TRAJ_ENCODERS
@@ -83,9 +84,7 @@ def test_agent_contract(batches, tmp_path: Path, agent_type: str, kind: str, tra
         assert all(not p.requires_grad and p.grad is None for p in frozen.parameters())
 
     states, _ = agent.model(batch.obs, batch.rl2, batch.time)
-    terms = (
-        agent.discrete_terms if agent.discrete else agent.enumerated_terms if agent.enumerated else agent.sampled_terms
-    )(states, batch)
+    terms = terms_of(agent, states, batch)
     assert not terms.targets.requires_grad and not terms.q_data.requires_grad and not terms.v_pi.requires_grad
 
     path = tmp_path / "agent.pt"

@@ -11,6 +11,7 @@ from amago_pipe.agents import agent as agent_module
 from amago_pipe.agents.agent import Agent
 from amago_pipe.agents.multitask import MultiTaskAgent
 from amago_pipe.agents.policy import AgentPolicy
+from amago_pipe.agents.terms import terms as terms_of
 from amago_pipe.config.nets import (
     ActorHeadConfig,
     CriticHeadConfig,
@@ -73,7 +74,7 @@ def test_actor_trains_model_decides_whether_the_actor_loss_reaches_the_sequence_
     agent = _agent(kind, "agent", actor_trains_model=trains_model)
     batch = batches[kind]
     states, _ = agent.model(batch.obs, batch.rl2, batch.time)
-    terms = (agent.discrete_terms if agent.discrete else agent.sampled_terms)(states, batch)
+    terms = terms_of(agent, states, batch)
     (-(terms.q_pi.mean() + terms.logp_data.mean())).backward()  # the actor's two terms, no critic loss
     reached = [p.grad is not None and bool(p.grad.abs().sum() > 0) for p in agent.model.parameters()]
     assert any(reached) == trains_model
@@ -86,7 +87,7 @@ def _actor_grads(batch, kind: str, share: bool | float) -> tuple[torch.Tensor, l
     torch.manual_seed(0)
     agent = _agent(kind, "agent", actor_trains_model=share)
     states, _ = agent.model(batch.obs, batch.rl2, batch.time)
-    terms = (agent.discrete_terms if agent.discrete else agent.sampled_terms)(states, batch)
+    terms = terms_of(agent, states, batch)
     (-(terms.q_pi.mean() + terms.logp_data.mean())).backward()
     model = [p.grad for p in agent.model.parameters() if p.grad is not None]
     return terms.logp_data.detach(), model, [p.grad for p in agent.actor.parameters()]
@@ -109,11 +110,7 @@ def test_policy_gradient_term_leaves_the_critics_untouched(batches, kind: str) -
     """The critics seen by the actor loss take no gradient (AMAGO's copy accumulated its own)."""
     agent = _agent(kind, "agent", online_coeff=1.0, offline_coeff=0.0)
     states, _ = agent.model(batches[kind].obs, batches[kind].rl2, batches[kind].time)
-    terms = (
-        agent.discrete_terms(states, batches[kind])
-        if kind == "discrete"
-        else agent.sampled_terms(states, batches[kind])
-    )
+    terms = terms_of(agent, states, batches[kind])
     terms.q_pi.min(dim=2).values.mean().backward()
     assert all(p.grad is None or p.grad.abs().sum() == 0 for p in agent.critic.parameters())
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in agent.actor.parameters())
@@ -150,7 +147,7 @@ def test_conservative_term_lowers_the_actions_the_data_does_not_take(batches, na
     opt = torch.optim.Adam(agent.critic.parameters(), lr=1e-2)
     for _ in range(10):
         states, _ = agent.model(batch.obs, batch.rl2, batch.time)
-        terms = agent.discrete_terms(states, batch)
+        terms = terms_of(agent, states, batch)
         opt.zero_grad()
         terms.conservative[batch.mask].mean().backward()
         opt.step()
