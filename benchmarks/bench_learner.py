@@ -6,6 +6,7 @@ with CartPole-like (discrete) or Pendulum-like (continuous) shapes. Prints a Mar
     python benchmarks/bench_learner.py                 # the default set, 1 thread
     python benchmarks/bench_learner.py --threads 2 --updates 10
     python benchmarks/bench_learner.py --only tf128-L64-discrete
+    python benchmarks/bench_learner.py --history-coeff 0   # without the history objective's head (default 0.3)
     python benchmarks/bench_learner.py --device cuda --bf16 --updates 30   # GPU: MFU against its bf16 matmul rate
 """
 
@@ -102,8 +103,8 @@ def _store(path: Path, kind: str) -> Any:
     return store
 
 
-def _configs(c: dict[str, Any]) -> tuple[Any, Any]:
-    """The agent and model configs of one CONFIGS entry."""
+def _configs(c: dict[str, Any], history_coeff: float | None) -> tuple[Any, Any]:
+    """The agent and model configs of one CONFIGS entry (`history_coeff` None: the agent's default)."""
     from amago_pipe.config.nets import (
         ActorHeadConfig,
         CriticHeadConfig,
@@ -129,11 +130,14 @@ def _configs(c: dict[str, Any]) -> tuple[Any, Any]:
         reward_multiplier=10.0,
         actor=ActorHeadConfig(d_hidden=hidden),  # type: ignore[call-arg]
         critic=CriticHeadConfig(num_critics=c["K"], d_hidden=hidden),  # type: ignore[call-arg]
+        **({} if history_coeff is None else {"history_coeff": history_coeff}),
     )
     return agent_cfg, ModelConfig(tstep_encoder=tstep, traj_encoder=traj)
 
 
-def run_one(name: str, threads: int, updates: int, device: str = "cpu", bf16: bool = False) -> dict[str, Any]:
+def run_one(
+    name: str, threads: int, updates: int, device: str = "cpu", bf16: bool = False, history_coeff: float | None = None
+) -> dict[str, Any]:
     """Measure one configuration in this process (`bf16`: autocast on the GPU, as `mixed_precision: bf16`)."""
     import contextlib
 
@@ -147,7 +151,7 @@ def run_one(name: str, threads: int, updates: int, device: str = "cpu", bf16: bo
     c = CONFIGS[name]
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    agent_cfg, model = _configs(c)
+    agent_cfg, model = _configs(c, history_coeff)
     with tempfile.TemporaryDirectory() as tmp:
         store = _store(Path(tmp) / "s.zarr", c["kind"])
         agent = build_agent(agent_cfg, model, store.spec, max_seq_len=c["L"]).to(device)
@@ -205,10 +209,11 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast (GPU), MFU against the bf16 matmul rate")
+    parser.add_argument("--history-coeff", type=float, default=None, help="agent.history_coeff (default: the agent's)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_one(args.one, args.threads, args.updates, args.device, args.bf16)))
+        print(json.dumps(run_one(args.one, args.threads, args.updates, args.device, args.bf16, args.history_coeff)))
         return
     rate = matmul_rate(args.threads, args.device, args.bf16)
     import torch
@@ -216,7 +221,11 @@ def main() -> None:
     where = torch.cuda.get_device_name() if args.device == "cuda" else f"{args.threads} CPU thread(s)"
     precision = "bf16" if args.bf16 else "fp32"
     print(f"torch {torch.__version__}, {where}, measured {precision} matmul rate {rate / 1e9:,.1f} GFLOP/s")
-    print(f"batch {BATCH}; default agent: 3 gammas (0.9, 0.99, 0.999), 4 critics; 'amago-defaults': 7 gammas\n")
+    history = "the default" if args.history_coeff is None else args.history_coeff
+    print(
+        f"batch {BATCH}; default agent: 3 gammas (0.9, 0.99, 0.999), 4 critics; 'amago-defaults': 7 gammas; "
+        f"history_coeff {history}\n"
+    )
     cols = [
         "config",
         "params_M",
@@ -235,6 +244,7 @@ def main() -> None:
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
         cmd = [sys.executable, __file__, "--one", name, "--threads", str(args.threads), "--updates", str(args.updates)]
         cmd += ["--device", args.device, *(["--bf16"] if args.bf16 else [])]
+        cmd += [] if args.history_coeff is None else ["--history-coeff", str(args.history_coeff)]
         proc = subprocess.run(
             cmd,
             capture_output=True,
