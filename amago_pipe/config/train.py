@@ -275,6 +275,9 @@ class TrainStageConfig(StageConfig):
     """Peak learning rate of AdamW."""
     warmup_steps: int = 500
     """Linear learning-rate warmup, in gradient steps."""
+    model_lr_scale: float = 1.0
+    """The sequence model's learning rate (and the history head's) relative to `lr`: 10 learned recall under
+    distractor noise with a GRU or Mamba where 1 did not (docs/recipes.md: "The sequence model's learning rate")."""
     weight_decay: float = 1e-4
     """AdamW weight decay (not applied to biases and norms)."""
     grad_clip: float = 1.0
@@ -330,6 +333,8 @@ class TrainStageConfig(StageConfig):
             raise FieldError("partitions", f"mixture weights sum to 0 ({self.partitions}); give one a positive weight")
         if not (0.0 < self.lr < 1.0):
             raise FieldError("lr", f"must be in (0, 1), got {self.lr}")
+        if not (0.0 < self.model_lr_scale <= 100.0):  # NaN fails too
+            raise FieldError("model_lr_scale", f"must be in (0, 100], got {self.model_lr_scale}")
         _check_online(self)
 
     def weights_at(self, epoch: int) -> dict[str, float]:

@@ -12,7 +12,7 @@ import torch
 from amago_pipe.errors import DataError, StoreFormatError
 from amago_pipe.train import checkpoint as ckpt
 from amago_pipe.train.metrics import MetricsLogger, read_metrics
-from amago_pipe.train.optim import lr_at, make_optimizer
+from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
 
 
 def _trained_optimizer() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -120,6 +120,25 @@ def test_weight_decay_groups_and_warmup() -> None:
     assert no_decay["weight_decay"] == 0.0 and all(p.dim() == 1 for p in no_decay["params"])
     assert lr_at(0, peak=1.0, warmup_steps=4) == 0.25 and lr_at(10, peak=1.0, warmup_steps=4) == 1.0
     assert lr_at(0, peak=1.0, warmup_steps=0) == 1.0
+
+
+def test_scaled_parameters_learn_at_their_own_rate_through_warmup_and_resume() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.ModuleDict({"model": torch.nn.Linear(3, 4), "head": torch.nn.Linear(4, 1)})
+    opt = make_optimizer(model, lr=1e-3, weight_decay=0.1, scaled=("model.",), scale=10.0)
+    by_param = {id(p): g for g in opt.param_groups for p in g["params"]}
+    assert by_param[id(model["model"].weight)]["lr"] == pytest.approx(1e-2)
+    assert by_param[id(model["model"].bias)]["weight_decay"] == 0.0
+    assert by_param[id(model["head"].weight)]["lr"] == pytest.approx(1e-3)
+    set_lr(opt, lr_at(0, peak=1e-3, warmup_steps=4))
+    assert by_param[id(model["model"].weight)]["lr"] == pytest.approx(2.5e-3)
+    assert by_param[id(model["head"].bias)]["lr"] == pytest.approx(2.5e-4)
+    twin = make_optimizer(model, lr=1e-3, weight_decay=0.1, scaled=("model.",), scale=10.0)
+    twin.load_state_dict(opt.state_dict())  # a resumed run keeps each group's scale
+    set_lr(twin, 1e-3)
+    assert [g["lr"] for g in twin.param_groups] == pytest.approx([1e-3, 1e-3, 1e-2, 1e-2])
+    unscaled = make_optimizer(model, lr=1e-3, weight_decay=0.1)  # scale 1: the two groups of before
+    assert len(unscaled.param_groups) == 2
 
 
 def test_metrics_logger_truncates_on_resume(tmp_path) -> None:

@@ -93,6 +93,8 @@ def test_defaults_and_agent_types(tmp_path: Path) -> None:
             "    agent: {type: agent, history_coeff: .nan}",
             r"stages.train.agent.history_coeff: must be at least 0.0, got nan",
         ),
+        ("    model_lr_scale: 0", r"stages.train.model_lr_scale: must be in \(0, 100\], got 0"),
+        ("    model_lr_scale: .nan", r"stages.train.model_lr_scale: must be in \(0, 100\], got nan"),
         (
             "    agent: {type: agent, actor_trains_model: half}",
             r"stages.train.agent.actor_trains_model: expected a boolean \(true/false\) or a number, got 'half'",
