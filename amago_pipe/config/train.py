@@ -18,6 +18,10 @@ from amago_pipe.config.registries import AGENTS
 from amago_pipe.config.relabel import RelabelConfig
 from amago_pipe.config.stages import StageConfig
 
+RECURRENT_LR_SCALE = 10.0
+"""`model_lr_scale: auto` for the recurrent trajectory encoders: recall under distractor noise went from chance to
+1.0 with a GRU and Mamba at 10x (docs/recipes.md: "The sequence model's learning rate")."""
+
 
 def _at_least(obj: object, minimum: float, *names: str) -> None:
     for name in names:
@@ -275,9 +279,9 @@ class TrainStageConfig(StageConfig):
     """Peak learning rate of AdamW."""
     warmup_steps: int = 500
     """Linear learning-rate warmup, in gradient steps."""
-    model_lr_scale: float = 1.0
-    """The sequence model's learning rate (and the history head's) relative to `lr`: 10 learned recall under
-    distractor noise with a GRU or Mamba where 1 did not (docs/recipes.md: "The sequence model's learning rate")."""
+    model_lr_scale: float | Literal["auto"] = "auto"
+    """The sequence model's learning rate (and the history head's) relative to `lr`. `auto`: 10 for the recurrent
+    trajectory encoders (`gru`, `mamba`), 1 otherwise (docs/recipes.md: "The sequence model's learning rate")."""
     weight_decay: float = 1e-4
     """AdamW weight decay (not applied to biases and norms)."""
     grad_clip: float = 1.0
@@ -333,9 +337,16 @@ class TrainStageConfig(StageConfig):
             raise FieldError("partitions", f"mixture weights sum to 0 ({self.partitions}); give one a positive weight")
         if not (0.0 < self.lr < 1.0):
             raise FieldError("lr", f"must be in (0, 1), got {self.lr}")
-        if not (0.0 < self.model_lr_scale <= 100.0):  # NaN fails too
-            raise FieldError("model_lr_scale", f"must be in (0, 100], got {self.model_lr_scale}")
+        if self.model_lr_scale != "auto" and not (0.0 < self.model_lr_scale <= 100.0):  # NaN fails too
+            raise FieldError("model_lr_scale", f"must be 'auto' or in (0, 100], got {self.model_lr_scale}")
         _check_online(self)
+
+    @property
+    def model_lr_multiplier(self) -> float:
+        """`model_lr_scale` resolved: `auto` is 10 for a recurrent trajectory encoder (gru, mamba), else 1."""
+        if self.model_lr_scale != "auto":
+            return float(self.model_lr_scale)
+        return RECURRENT_LR_SCALE if self.model.traj_encoder.type in ("gru", "mamba") else 1.0
 
     def weights_at(self, epoch: int) -> dict[str, float]:
         """Partition mixture weights of `epoch` (0-based): the last schedule phase started by then, else `partitions`."""

@@ -68,7 +68,7 @@ class Learner:
             self.rt.device
         )
         self.optimizer = make_optimizer(
-            self.agent, lr=cfg.lr, weight_decay=cfg.weight_decay, scaled=MODEL_PARAMS, scale=cfg.model_lr_scale
+            self.agent, lr=cfg.lr, weight_decay=cfg.weight_decay, scaled=MODEL_PARAMS, scale=cfg.model_lr_multiplier
         )
         self.state = ckpt.TrainingState()
         self.ckpt_dir = self.out_dir / "checkpoints"

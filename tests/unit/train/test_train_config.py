@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from amago_pipe.config.build import build_strict
 from amago_pipe.config.evaluate import EvaluateStageConfig
 from amago_pipe.config.loader import load_pipeline
 from amago_pipe.config.train import AgentConfig, MultiTaskConfig, TrainStageConfig
@@ -93,8 +94,8 @@ def test_defaults_and_agent_types(tmp_path: Path) -> None:
             "    agent: {type: agent, history_coeff: .nan}",
             r"stages.train.agent.history_coeff: must be at least 0.0, got nan",
         ),
-        ("    model_lr_scale: 0", r"stages.train.model_lr_scale: must be in \(0, 100\], got 0"),
-        ("    model_lr_scale: .nan", r"stages.train.model_lr_scale: must be in \(0, 100\], got nan"),
+        ("    model_lr_scale: 0", r"stages.train.model_lr_scale: must be 'auto' or in \(0, 100\], got 0"),
+        ("    model_lr_scale: .nan", r"stages.train.model_lr_scale: must be 'auto' or in \(0, 100\], got nan"),
         (
             "    agent: {type: agent, actor_trains_model: half}",
             r"stages.train.agent.actor_trains_model: expected a boolean \(true/false\) or a number, got 'half'",
@@ -123,3 +124,20 @@ def test_bad_evaluate_configs_name_the_key(tmp_path: Path, evaluate: str, messag
 def test_best_checkpoint_passes_when_the_train_stage_validates(tmp_path: Path) -> None:
     validate = "    validate: {env: {id: CartPole-v1}, episodes: 2}"
     assert _load(tmp_path, train=validate, evaluate="    checkpoint: best").stages["eval"].checkpoint == "best"
+
+
+@pytest.mark.parametrize(
+    ("traj", "scale", "expected"),
+    [
+        ("transformer", "auto", 1.0),
+        ("ff", "auto", 1.0),
+        ("gru", "auto", 10.0),
+        ("mamba", "auto", 10.0),
+        ("gru", 2, 2.0),
+    ],
+)
+def test_model_lr_scale_auto_speeds_up_recurrent_sequence_models_only(traj: str, scale, expected: float) -> None:
+    cfg = build_strict(
+        TrainStageConfig, {"type": "train", "model": {"traj_encoder": {"type": traj}}, "model_lr_scale": scale}
+    )
+    assert cfg.model_lr_multiplier == expected
