@@ -49,6 +49,9 @@ action (a no-grad critic pass over B*L*M rows); larger spaces use a score-functi
 class Agent(nn.Module):
     """Sequence model + actor (G distributions) + K-critic ensemble + PopArt + Polyak targets."""
 
+    SEQUENCE_MODEL_PARAMS = ("model.", "history.")
+    """Name prefixes of the sequence model's parameters and its history head's (what `model_lr_scale` speeds up)."""
+
     gammas: torch.Tensor
     reward_multiplier: torch.Tensor
     action_table: torch.Tensor

@@ -32,8 +32,6 @@ from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
 from amago_pipe.train.runtime import Runtime, build_agent, from_main, resolve_reward_multiplier, setup_runtime
 
 log = logging.getLogger("amago_pipe.train")
-MODEL_PARAMS = ("model.", "history.")
-"""The sequence model's parameters and its history head's: the ones `model_lr_scale` applies to."""
 
 
 class NonFiniteLoss(DataError):
@@ -68,7 +66,11 @@ class Learner:
             self.rt.device
         )
         self.optimizer = make_optimizer(
-            self.agent, lr=cfg.lr, weight_decay=cfg.weight_decay, scaled=MODEL_PARAMS, scale=cfg.model_lr_multiplier
+            self.agent,
+            lr=cfg.lr,
+            weight_decay=cfg.weight_decay,
+            scaled=self.agent.SEQUENCE_MODEL_PARAMS,
+            scale=cfg.model_lr_multiplier,
         )
         self.state = ckpt.TrainingState()
         self.ckpt_dir = self.out_dir / "checkpoints"
