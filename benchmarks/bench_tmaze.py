@@ -32,7 +32,8 @@ from amago_pipe.testing.recall import memory_recipe
 REPO = Path(__file__).resolve().parents[1]
 ENCODERS = {
     "transformer": None,  # the pipeline's own: d_model 64 x 2 layers
-    "gru": "{type: gru, d_model: 64, gate_init: chrono}",
+    "gru": "{type: gru, d_model: 64}",  # the default (`mixed`) gates
+    "gru-chrono": "{type: gru, d_model: 64, gate_init: chrono}",
     "mamba": "{type: mamba, d_model: 64, n_layers: 2}",
     "ff": "{type: ff, d_model: 64}",
 }
@@ -48,8 +49,11 @@ def window(corridor: int) -> int:
     return size
 
 
-def run_cell(encoder: str, recipe: str, corridor: int, seed: int, root: Path, extra: list[str]) -> dict[str, Any]:
+def run_cell(
+    encoder: str, recipe: str, corridor: int, seed: int, root: Path, extra: list[str], series: str | None
+) -> dict[str, Any]:
     name = f"{encoder}-{recipe}-c{corridor}-s{seed}"
+    label = {"series": series} if series else {}
     run_dir = root / name
     steps = window(corridor)
     overrides = [
@@ -71,7 +75,7 @@ def run_cell(encoder: str, recipe: str, corridor: int, seed: int, root: Path, ex
     env = dict(os.environ, OMP_NUM_THREADS="1", WANDB_MODE="disabled")
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    cell = {"encoder": encoder, "recipe": recipe, "corridor": corridor, "seed": seed, "extra": extra}
+    cell = {"encoder": encoder, "recipe": recipe, "corridor": corridor, "seed": seed, "extra": extra, **label}
     if proc.returncode != 0:
         return {**cell, "error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
     lock = json.loads((run_dir / "pipeline.lock.json").read_text())["stages"]
@@ -97,7 +101,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     for row in rows:
         if "success" in row and (row.get("series") or not row.get("extra")):
             groups[(row["encoder"], row["recipe"], row.get("series", ""))][row["corridor"]].append(row["success"])
-    colors = {"transformer": "tab:blue", "gru": "tab:orange", "mamba": "tab:green", "ff": "tab:grey"}
+    colors = {
+        "transformer": "tab:blue",
+        "gru": "tab:orange",
+        "gru-chrono": "tab:red",
+        "mamba": "tab:green",
+        "ff": "tab:grey",
+    }
     fig, ax = plt.subplots(figsize=(9.5, 4.2))
     corridors: set[int] = set()
     for i, ((encoder, recipe, series), by_corridor) in enumerate(sorted(groups.items())):
@@ -133,6 +143,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--root", type=Path, default=Path("runs/tmaze"))
     parser.add_argument("--set", dest="extra", action="append", default=[], help="extra --set overrides")
+    parser.add_argument("--series", help="label the recorded cells: the plot draws them as a line of their own")
     parser.add_argument("--record", type=Path, help="append one JSON line per cell to this file")
     parser.add_argument("--plot", type=Path, help="draw success against corridor length to this PNG")
     parser.add_argument("--plot-only", type=Path, help="run nothing: plot the cells recorded in this file")
@@ -147,7 +158,7 @@ def main() -> None:
     for corridor in args.corridors:
         for encoder in args.encoders:
             for seed in args.seeds:
-                row = run_cell(encoder, args.recipe, corridor, seed, args.root, args.extra)
+                row = run_cell(encoder, args.recipe, corridor, seed, args.root, args.extra, args.series)
                 rows.append(row)
                 if "error" in row:
                     print(f"| {encoder} | {args.recipe} | {corridor} | {seed} | failed: {row['error']} |", flush=True)
