@@ -242,3 +242,18 @@ def test_gradient_accumulation_counts_micro_batches(store, tmp_path: Path) -> No
     assert metrics["steps"] == 4 and metrics["timesteps"] == 4 * 2 * 4 * 8  # steps x micro-batches x B x L
     state = json.loads((tmp_path / "checkpoints" / "latest" / "state.json").read_text())
     assert state["state"]["sampler"]["next_index"] == 8
+
+
+@pytest.mark.parametrize("scale", ["auto", 1.0])
+def test_the_sequence_model_and_history_head_learn_at_model_lr_scale(store, tmp_path: Path, scale) -> None:
+    cfg = _cfg(epochs=1, updates_per_epoch=3, warmup_steps=1, model_lr_scale=scale)  # TINY is a GRU: auto = 10
+    learner = Learner(cfg, store, tmp_path / "train", seed=0, hooks=LearnerHooks())
+    learner.run()
+    lr_of = {id(p): g["lr"] for g in learner.optimizer.param_groups for p in g["params"]}
+    names = [name for name, p in learner.agent.named_parameters() if p.requires_grad]
+    assert any(n.startswith("history.") for n in names) and any(n.startswith("critic.") for n in names)
+    fast = 10.0 if scale == "auto" else 1.0
+    for name, p in learner.agent.named_parameters():
+        if p.requires_grad:
+            expected = cfg.lr * (fast if name.startswith(("model.", "history.")) else 1.0)
+            assert lr_of[id(p)] == pytest.approx(expected), name
