@@ -158,8 +158,7 @@ def supervised_probe(task: RecallTask, run: RecallRun, workdir: Path, *, check_e
         accuracy = float((logits.argmax(-1) == cue[rows]).float().mean())
         return torch.nn.functional.cross_entropy(logits, cue[rows]), accuracy
 
-    params = [*model.parameters(), *head.parameters()]
-    return _fit(step, params, store, cfg, run, "probe", check_every=check_every)
+    return _fit(step, [*model.parameters()], [*head.parameters()], store, cfg, run, "probe", check_every=check_every)
 
 
 def critic_ablation(
@@ -190,20 +189,25 @@ def critic_ablation(
         accuracy = float((q.argmax(-1) == cue[rows]).float().mean())
         return agent.critic_objective(terms.critic_out, terms.targets, mask), accuracy
 
-    trainable = [*agent.model.parameters(), *agent.critic.parameters(), *agent.popart.parameters()]
+    heads = [*agent.critic.parameters(), *agent.popart.parameters()]
     return _fit(
-        step, trainable, store, cfg, run, f"critic_{steps}", check_every=check_every, after=agent.update_targets
-    )
+        step, [*agent.model.parameters()], heads, store, cfg, run, f"critic_{steps}", check_every=check_every,
+        after=agent.update_targets,
+    )  # fmt: skip
 
 
 def _fit(
-    step: Any, params: list[torch.nn.Parameter], store: TrajectoryStore, cfg: TrainStageConfig, run: RecallRun,
-    name: str, *, check_every: int, after: Any = None,
+    step: Any, model: list[torch.nn.Parameter], heads: list[torch.nn.Parameter], store: TrajectoryStore,
+    cfg: TrainStageConfig, run: RecallRun, name: str, *, check_every: int, after: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """AdamW on `step(batch) -> (loss, accuracy)` over store batches; when held-out accuracy first reaches 95%."""
+    """AdamW on `step(batch) -> (loss, accuracy)` over store batches; when held-out accuracy first reaches 95%.
+
+    The sequence model's parameters learn at the run's `model_lr_scale` x `lr`, as in the learner; the heads at `lr`.
+    """
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)  # as the learner does: oversubscribed threads are ~30x slower here
-    opt = torch.optim.AdamW(params, lr=cfg.lr)
+    groups: list[dict[str, Any]] = [{"params": model, "lr": cfg.lr * cfg.model_lr_multiplier}, {"params": heads}]
+    opt = torch.optim.AdamW(groups, lr=cfg.lr)
     loader = BatchLoader(store, batch_size=cfg.batch_size, seq_len=cfg.max_seq_len, partitions={"protected": 1.0},
                          seed=run.seed, threaded=False)  # fmt: skip
     held_out = loader.sample(10**9)
