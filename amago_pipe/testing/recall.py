@@ -25,6 +25,7 @@ from amago_pipe.envs.rollout import rollout
 from amago_pipe.envs.vector import make_batched_env
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train.learner import Learner, LearnerHooks
+from amago_pipe.train.optim import lr_at, set_lr
 from amago_pipe.train.runtime import build_agent, resolve_reward_multiplier
 from amago_pipe.train.validation import run_episodes
 
@@ -202,17 +203,18 @@ def _fit(
 ) -> dict[str, Any]:  # fmt: skip
     """AdamW on `step(batch) -> (loss, accuracy)` over store batches; when held-out accuracy first reaches 95%.
 
-    The sequence model's parameters learn at the run's `model_lr_scale` x `lr`, as in the learner; the heads at `lr`.
+    As in the learner: linear warmup, and the sequence model learns at the run's `model_lr_scale` x `lr`.
     """
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)  # as the learner does: oversubscribed threads are ~30x slower here
-    groups: list[dict[str, Any]] = [{"params": model, "lr": cfg.lr * cfg.model_lr_multiplier}, {"params": heads}]
+    groups: list[dict[str, Any]] = [{"params": model, "lr_scale": cfg.model_lr_multiplier}, {"params": heads}]
     opt = torch.optim.AdamW(groups, lr=cfg.lr)
     loader = BatchLoader(store, batch_size=cfg.batch_size, seq_len=cfg.max_seq_len, partitions={"protected": 1.0},
                          seed=run.seed, threaded=False)  # fmt: skip
     held_out = loader.sample(10**9)
     solved_at, accuracy = None, 0.0
     for update in range(1, run.updates + 1):
+        set_lr(opt, lr_at(update - 1, peak=cfg.lr, warmup_steps=cfg.warmup_steps))
         loss, _ = step(next(loader))
         opt.zero_grad()
         loss.backward()
