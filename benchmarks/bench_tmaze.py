@@ -128,7 +128,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     ax.set_xlabel("corridor length (steps from the cue to the junction)")
     ax.set_ylabel("success (100 greedy episodes)")
     ax.set_ylim(-0.08, 1.08)
-    ax.set_title("Passive T-Maze offline from walker data; 1,200 updates on 2 CPU cores unless labelled", fontsize=9)
+    ax.set_title("Passive T-Maze offline from walker data\n1,200 updates on 2 CPU cores unless labelled", fontsize=9)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
