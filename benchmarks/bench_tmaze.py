@@ -2,12 +2,13 @@
 
     python benchmarks/bench_tmaze.py --corridors 30 100 200 --encoders transformer gru ff --seeds 0 \
         --record benchmarks/plots/tmaze-corridor.jsonl --plot benchmarks/plots/tmaze-corridor.png
-    python benchmarks/bench_tmaze.py --recipe memory --encoders gru mamba --corridors 200 --record ...
+    python benchmarks/bench_tmaze.py --encoders gru mamba --corridors 200 400 --series "model_lr_scale 10" --record ...
     python benchmarks/bench_tmaze.py --plot-only benchmarks/plots/tmaze-corridor.jsonl --plot ...png
 
 Each cell runs the whole pipeline (collect walker data, train offline, evaluate 100 episodes) in
 `runs/tmaze/<encoder>-<recipe>-c<corridor>-s<seed>/` with its own store; collect `max_steps` and
 `max_seq_len` are about twice the corridor (60 / 128 / 256 / 512) so the data's episodes reach the junction.
+Encoders: the pipeline's transformer, `gru` (default gates), `gru-chrono`, `mamba`, `ff` (d_model 64).
 `--recipe memory` adds the README's memory recipe (`amago_pipe.testing.recall.memory_recipe`). One torch
 thread per run. Prints a Markdown table; `--record` appends one JSON line per cell; `--plot` draws success
 against corridor length (mean over seeds, one line per encoder and recipe) from everything recorded.

@@ -250,10 +250,9 @@ def test_the_sequence_model_and_history_head_learn_at_model_lr_scale(store, tmp_
     learner = Learner(cfg, store, tmp_path / "train", seed=0, hooks=LearnerHooks())
     learner.run()
     lr_of = {id(p): g["lr"] for g in learner.optimizer.param_groups for p in g["params"]}
-    names = [name for name, p in learner.agent.named_parameters() if p.requires_grad]
-    assert any(n.startswith("history.") for n in names) and any(n.startswith("critic.") for n in names)
+    trained = {name: p for name, p in learner.agent.named_parameters() if p.requires_grad}
+    assert any(n.startswith("history.") for n in trained) and any(n.startswith("critic.") for n in trained)
     fast = 10.0 if scale == "auto" else 1.0
-    for name, p in learner.agent.named_parameters():
-        if p.requires_grad:
-            expected = cfg.lr * (fast if name.startswith(("model.", "history.")) else 1.0)
-            assert lr_of[id(p)] == pytest.approx(expected), name
+    for name, p in trained.items():
+        expected = cfg.lr * (fast if name.startswith(("model.", "history.")) else 1.0)
+        assert lr_of[id(p)] == pytest.approx(expected), name
