@@ -25,7 +25,7 @@ from amago_pipe.envs.rollout import rollout
 from amago_pipe.envs.vector import make_batched_env
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train.learner import Learner, LearnerHooks
-from amago_pipe.train.optim import lr_at, set_lr
+from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
 from amago_pipe.train.runtime import build_agent, resolve_reward_multiplier
 from amago_pipe.train.validation import run_episodes
 
@@ -159,7 +159,9 @@ def supervised_probe(task: RecallTask, run: RecallRun, workdir: Path, *, check_e
         accuracy = float((logits.argmax(-1) == cue[rows]).float().mean())
         return torch.nn.functional.cross_entropy(logits, cue[rows]), accuracy
 
-    return _fit(step, [*model.parameters()], [*head.parameters()], store, cfg, run, "probe", check_every=check_every)
+    return _fit(
+        step, torch.nn.ModuleDict({"model": model, "head": head}), store, cfg, run, "probe", check_every=check_every
+    )
 
 
 def critic_ablation(
@@ -190,25 +192,23 @@ def critic_ablation(
         accuracy = float((q.argmax(-1) == cue[rows]).float().mean())
         return agent.critic_objective(terms.critic_out, terms.targets, mask), accuracy
 
-    heads = [*agent.critic.parameters(), *agent.popart.parameters()]
-    return _fit(
-        step, [*agent.model.parameters()], heads, store, cfg, run, f"critic_{steps}", check_every=check_every,
-        after=agent.update_targets,
-    )  # fmt: skip
+    trained = torch.nn.ModuleDict({"model": agent.model, "critic": agent.critic, "popart": agent.popart})
+    return _fit(step, trained, store, cfg, run, f"critic_{steps}", check_every=check_every, after=agent.update_targets)
 
 
 def _fit(
-    step: Any, model: list[torch.nn.Parameter], heads: list[torch.nn.Parameter], store: TrajectoryStore,
-    cfg: TrainStageConfig, run: RecallRun, name: str, *, check_every: int, after: Any = None,
+    step: Any, trained: torch.nn.Module, store: TrajectoryStore, cfg: TrainStageConfig, run: RecallRun, name: str, *,
+    check_every: int, after: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
     """AdamW on `step(batch) -> (loss, accuracy)` over store batches; when held-out accuracy first reaches 95%.
 
-    As in the learner: linear warmup, and the sequence model learns at the run's `model_lr_scale` x `lr`.
+    The learner's optimiser and warmup: `trained`'s `model.` parameters learn at the run's `model_lr_scale` x `lr`.
     """
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)  # as the learner does: oversubscribed threads are ~30x slower here
-    groups: list[dict[str, Any]] = [{"params": model, "lr_scale": cfg.model_lr_multiplier}, {"params": heads}]
-    opt = torch.optim.AdamW(groups, lr=cfg.lr)
+    opt = make_optimizer(
+        trained, lr=cfg.lr, weight_decay=cfg.weight_decay, scaled=("model.",), scale=cfg.model_lr_multiplier
+    )
     loader = BatchLoader(store, batch_size=cfg.batch_size, seq_len=cfg.max_seq_len, partitions={"protected": 1.0},
                          seed=run.seed, threaded=False)  # fmt: skip
     held_out = loader.sample(10**9)
