@@ -20,7 +20,7 @@ from amago_pipe.config.stages import StageConfig
 
 RECURRENT_LR_SCALE = 10.0
 """`model_lr_scale: auto` for the recurrent trajectory encoders: at 10x recall under distractor noise went from chance
-to 1.0 with a GRU (3 of 3 seeds) and Mamba (1 of 3; the others with 4x the updates), T-Maze corridor 100 with Mamba from
+to 1.0 with a GRU (3 of 3 seeds) and Mamba (1 of 5; every seed by 6x the updates), T-Maze corridor 100 with Mamba from
 0 to 1.0 (docs/recipes.md: "The sequence model's learning rate")."""
 
 
