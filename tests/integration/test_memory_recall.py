@@ -78,6 +78,18 @@ def test_mamba_learns_recall_under_distractor_noise_with_6x_the_updates(workdir:
     assert result["success"] >= 0.95, result
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("encoder", ["transformer", "gru"])
+def test_tree_backup_learns_noisy_recall_from_few_random_episodes(workdir: Path, encoder: str) -> None:
+    """6 cues under noise from 800 random episodes: at the defaults 0.2-0.7 (the random answer's reward summed into
+    the n-step targets of the steps before it is noise the critics fit per episode); `nstep_correction:
+    tree_backup` learns it (README row "noisy memory from random data"; RESULTS.md, "Noisy memory from few random
+    episodes"). ~1 minute each here."""
+    task = RecallTask(delay=20, distractor_std=0.3, n_cues=6, episodes=800)
+    run = RecallRun(encoder=encoder, updates=1200, agent={"nstep_correction": "tree_backup"})
+    assert train_and_score(task, run, workdir, eval_episodes=100)["success"] >= 0.95
+
+
 def test_critic_alone_learns_the_cue_when_its_loss_is_on_the_answer_step(workdir: Path) -> None:
     result = critic_ablation(SHORT, RecallRun(encoder="gru", updates=200), workdir, steps="answer")
     assert result["critic_answer_solved_at"] is not None, result
