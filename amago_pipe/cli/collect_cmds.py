@@ -63,7 +63,12 @@ OPTIONS = [
         metavar="KEY=VALUE",
         help="Env constructor argument (repeatable; YAML values).",
     ),
-    click.option("--seed", type=int, default=0, show_default=True, help="Seed of env resets and the policy."),
+    click.option(
+        "--seed",
+        type=int,
+        help="Seed of env resets and the policy (default 0; with --follow: a fresh one per actor, printed, so that "
+        "actors never collect the same episodes).",
+    ),
     click.option("--overwrite", is_flag=True, help="Replace an existing Minari dataset made by amago-pipe collect."),
     click.option(
         "--follow",
@@ -96,15 +101,17 @@ def collect(obj: Verbosity | None, **opts: Any) -> None:
     amago-pipe collect --follow runs/online-cartpole     # one more actor for a running online train stage
     """
     if opts["follow_dir"] is not None:
+        _check_follow_options(opts)
         _follow(
             obj,
             opts["follow_dir"],
             stage=opts["stage"],
             store=opts["store_path"],
             n_envs=opts["n_envs"],
-            seed=opts["seed"],
+            seed=opts["seed"] if opts["seed"] is not None else fresh_seed(),
         )
         return
+    opts["seed"] = opts["seed"] or 0
     env_id, store_path, minari_id = opts["env_id"], opts["store_path"], opts["minari_id"]
     if env_id is None or opts["episodes"] is None:
         raise ConfigError("collect: give ENV_ID and --episodes N (or --follow RUN_DIR to act for a running learner)")
@@ -132,6 +139,42 @@ def collect(obj: Verbosity | None, **opts: Any) -> None:
     _print_report(report, level=obj.level if obj else 0)
 
 
+FOLLOW_IGNORES = {
+    "env_id": "ENV_ID",
+    "episodes": "--episodes",
+    "minari_id": "--minari-id",
+    "env_kwargs": "--env-kwarg",
+    "obs_keys": "--obs-keys",
+    "max_episode_steps": "--max-episode-steps",
+}
+"""Options a follower takes from the followed stage's config instead (refused beside --follow)."""
+
+
+def _check_follow_options(opts: dict[str, Any]) -> None:
+    """ConfigError naming the options that --follow would ignore (the stage's config decides them)."""
+    given = [flag for key, flag in FOLLOW_IGNORES.items() if opts.get(key)]
+    given += [
+        f"--{k}"
+        for k, default in (("policy", "random"), ("exploration", "none"), ("mode", "sync"))
+        if opts[k] != default
+    ]
+    if opts["partition"] != "protected":
+        given.append("--partition")
+    if given:
+        raise ConfigError(
+            f"collect --follow: {', '.join(given)} cannot be used with --follow: a follower acts with the followed "
+            "stage's policy, env and exploration and writes its online partition (only --stage, --store, --n-envs "
+            "and --seed apply); drop them"
+        )
+
+
+def fresh_seed() -> int:
+    """A seed from the OS's entropy (decoupled actors each get their own stream)."""
+    import secrets
+
+    return secrets.randbelow(2**31)
+
+
 def _follow(obj: Verbosity | None, run_dir: str, **options: Any) -> None:
     """`collect --follow`: a decoupled actor of a running online train stage; prints one line per chunk."""
     from pathlib import Path
@@ -139,6 +182,8 @@ def _follow(obj: Verbosity | None, run_dir: str, **options: Any) -> None:
     from amago_pipe.pipeline.follow import follow
 
     level = obj.level if obj else 0
+    if level >= 0:
+        click.echo(f"follower seed {options['seed']} (pass --seed {options['seed']} to repeat it)")
 
     def show(row: dict[str, Any]) -> None:
         if level >= 0:

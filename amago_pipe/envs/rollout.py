@@ -15,6 +15,7 @@ import numpy as np
 from amago_pipe.envs.factory import ENV_ERROR
 from amago_pipe.envs.protocol import RolloutPolicy
 from amago_pipe.envs.stats import EpisodeStats, summarize
+from amago_pipe.envs.tasks import TASK_INFO
 from amago_pipe.envs.wrapper import BatchedEnv, EnvStep
 from amago_pipe.store import Episode
 
@@ -34,10 +35,14 @@ class RolloutResult:
     env_steps: int = 0
     """Vector steps times n_envs, wasted ones included (envs past their quota, autoreset steps)."""
     seconds: float = 0.0
+    held_out: frozenset[str] = frozenset()
+    """Names of the held-out tasks that ran (summarised apart from the training tasks)."""
+    task_notes: tuple[str, ...] = ()
+    """How a task set's spaces were unified (padding, joined actions), for reports."""
 
     def summary(self) -> dict[str, Any]:
         """Return/length/success statistics (see `summarize`), plus throughput."""
-        out = summarize(self.stats)
+        out = summarize(self.stats, held_out=self.held_out)
         out["env_steps"] = self.env_steps
         out["seconds"] = round(self.seconds, 3)
         out["env_steps_per_s"] = round(self.env_steps / self.seconds, 1) if self.seconds > 0 else None
@@ -69,7 +74,8 @@ def rollout(
     quota = np.full(n, episodes // n, dtype=np.int64)
     quota[: episodes % n] += 1
     finished = np.zeros(n, dtype=np.int64)
-    result = RolloutResult(stats=[])
+    notes = env.tasks.notes if env.tasks is not None else ()
+    result = RolloutResult(stats=[], held_out=env.held_out, task_notes=notes)
     recorder = Recorder(env, source=source, meta=meta or {}, keep_data=keep_episodes or on_episode is not None)
     started_at = _time.perf_counter()
     step = env.reset(seed=seed)
@@ -163,7 +169,7 @@ class Recorder:
             rewards=self.rewards[s + 1 : e + 1, i].copy(),  # (T,)
             terminated=self.terminated[s + 1 : e + 1, i].copy(),
             truncated=self.truncated[s + 1 : e + 1, i].copy(),
-            env_name=self.env.env_name,
+            env_name=self.env.task_name(i),
             source=self.source,
             time_start=int(self.offset[i]),
             meta=dict(self.meta),
@@ -190,7 +196,7 @@ class Recorder:
         for k in SUCCESS_KEYS:
             info.pop(k, None)
         stats = EpisodeStats(
-            env_name=self.env.env_name,
+            env_name=self.env.task_name(i),
             env_index=i,
             episode_return=float(self.carried[i] + self.rewards[s + 1 : e + 1, i].sum(dtype=np.float64)),
             length=int(self.offset[i] + e - s),
@@ -208,7 +214,7 @@ class Recorder:
     def _track_info(self, step: EnvStep) -> None:
         """Remember the latest value of success flags and `amago_pipe/` info keys per env."""
         for key, values in step.infos.items():
-            if key.startswith("_") or not (key in SUCCESS_KEYS or key.startswith(INFO_PREFIX)):
+            if key.startswith("_") or key == TASK_INFO or not (key in SUCCESS_KEYS or key.startswith(INFO_PREFIX)):
                 continue
             mask = np.asarray(step.infos.get(f"_{key}", np.ones(self.n, dtype=bool)), dtype=bool)
             try:

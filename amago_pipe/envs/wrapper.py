@@ -11,10 +11,11 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from amago_pipe.actions import ActionCodec
 from amago_pipe.envs.factory import check_observation_space
+from amago_pipe.envs.tasks import TASK_INFO, TaskSet
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.spec import DataSpec, flatten_obs, from_spaces
 
@@ -48,10 +49,18 @@ class EnvStep:
         return self.terminated | self.truncated
 
 
+def env_seeds(seed: int, n: int) -> list[int]:
+    """Seeds of `n` envs spawned from `seed`: distinct streams, and unrelated between nearby seeds (unlike
+    gymnasium's `seed + i`, where actor seeds 1 and 2 share all but one env)."""
+    return [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(n)]
+
+
 class BatchedEnv:
     """Wraps a gymnasium VectorEnv in NEXT_STEP autoreset mode; actions are given in policy space."""
 
-    def __init__(self, vector_env: gym.vector.VectorEnv, *, env_name: str, where: str = "env"):
+    def __init__(
+        self, vector_env: gym.vector.VectorEnv, *, env_name: str, where: str = "env", tasks: TaskSet | None = None
+    ):
         mode = vector_env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         if mode != AutoresetMode.NEXT_STEP:
             raise ConfigError(
@@ -63,6 +72,9 @@ class BatchedEnv:
         self.where = where
         self.n_envs = int(vector_env.num_envs)
         self.env_name = env_name
+        self.tasks = tasks
+        """The task set the slots run (None: one env); `task_name(i)` names slot i's current task."""
+        self._task = np.zeros(self.n_envs, dtype=np.int64)
         try:
             check_observation_space(vector_env.single_observation_space, where=where, env_name=env_name)
         except ConfigError:
@@ -81,9 +93,24 @@ class BatchedEnv:
     def rl2_dim(self) -> int:
         return self.spec.rl2_dim
 
+    def task_name(self, i: int) -> str:
+        """The name of the task env slot `i` runs now (the env's name without a task set)."""
+        return self.env_name if self.tasks is None else self.tasks.names[int(self._task[i])]
+
+    @property
+    def held_out(self) -> frozenset[str]:
+        """Names of the held-out tasks among the slots' tasks (evaluation)."""
+        return frozenset() if self.tasks is None else self.tasks.held_out
+
     def reset(self, seed: int | None = None) -> EnvStep:
-        """Reset every env (env i seeded with seed + i when a seed is given)."""
-        obs, infos = self.vector_env.reset(seed=seed)
+        """Reset every env; with a seed, each env gets its own stream spawned from it (`env_seeds`)."""
+        seeds: Any = None
+        if seed is not None:
+            per_env = env_seeds(seed, self.n_envs)
+            separate = isinstance(self.vector_env.unwrapped, SyncVectorEnv | AsyncVectorEnv)
+            seeds = per_env if separate else per_env[0]  # an env that steps its batch itself takes one seed
+        obs, infos = self.vector_env.reset(seed=seeds)
+        self._track_tasks(infos, np.ones(self.n_envs, dtype=bool))
         n = self.n_envs
         self._time[:] = 0
         self._pending_reset[:] = False
@@ -104,6 +131,8 @@ class BatchedEnv:
         env_actions = self.codec.to_env(actions)  # (N, ...)
         obs, reward, terminated, truncated, infos = self.vector_env.step(env_actions)
         started = self._pending_reset.copy()
+        if started.any():
+            self._track_tasks(infos, started)
         reward = np.asarray(reward, dtype=np.float32)
         flat = self._flat(obs)
         self._check_finite(reward, flat)
@@ -138,6 +167,13 @@ class BatchedEnv:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _track_tasks(self, infos: dict[str, Any], started: np.ndarray) -> None:
+        """Read the task index each newly started env reports (task sets only)."""
+        if self.tasks is None or TASK_INFO not in infos:
+            return
+        mask = np.asarray(infos.get(f"_{TASK_INFO}", np.ones(self.n_envs, dtype=bool)), dtype=bool) & started
+        self._task[mask] = np.asarray(infos[TASK_INFO], dtype=np.int64)[mask]
 
     def _check_finite(self, reward: np.ndarray, obs: dict[str, np.ndarray]) -> None:
         """DataError naming the first env whose reward or an observation is NaN/inf."""

@@ -21,6 +21,7 @@ from amago_pipe.config.base import to_dict
 from amago_pipe.config.online import PARTS
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.data.loader import BatchLoader
+from amago_pipe.envs.stats import flat_metrics
 from amago_pipe.errors import AmagoPipeError, DataError
 from amago_pipe.relabel.windows import window_relabeler
 from amago_pipe.store import TrajectoryStore
@@ -319,7 +320,7 @@ class Learner:
         ):
             with torch.random.fork_rng(devices=[]), self.agent.acting_weights():
                 summary = self.hooks.validate(self.agent, epoch)
-            row.update({f"val/{k}": v for k, v in summary.items() if isinstance(v, int | float)})
+            row.update({f"val/{k}": v for k, v in flat_metrics(summary).items()})
             score = float(summary.get("return_mean", float("-inf")))
             if record_validation(st.best, epoch, score, counts=epoch > last_data_change(cfg)):
                 self._save_policy(self.policy_dir / "best.safetensors", epoch)

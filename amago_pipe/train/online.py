@@ -1,14 +1,16 @@
 """Online collection and warm starts for the learner: between epochs the current policy acts in parallel envs and what it
 collects is appended to a FIFO partition of the store, which the learner samples alongside the other partitions.
 
-Each epoch's data is one writer session whose segments carry `online_run`/`online_epoch` attributes; on
-resume, segments of epochs after the last checkpoint are dropped, so the store holds exactly what the resumed
-counters describe. The policy's memory (KV cache / hidden state) persists across steps and is reset per env
+Each epoch's data is one writer session whose segments carry `online_run`/`run_id`/`online_epoch` attributes; on
+resume, this run's segments of epochs after the last checkpoint are dropped, so the store holds exactly what the
+resumed counters describe. A FIFO partition holding another run's online data is refused (`check_owner`). The policy's memory (KV cache / hidden state) persists across steps and is reset per env
 at each episode start. Envs restart on resume (their state is not checkpointable).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -22,18 +24,20 @@ from amago_pipe.config.online import OnlineConfig
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.data.loader import check_partitions
 from amago_pipe.envs.exploration import ExploringPolicy, make_exploration
-from amago_pipe.envs.stats import summarize
+from amago_pipe.envs.stats import flat_metrics, summarize
 from amago_pipe.envs.stepper import Stepper
 from amago_pipe.envs.vector import make_batched_env
 from amago_pipe.errors import DataError
-from amago_pipe.store import TrajectoryStore
-from amago_pipe.store.tools import written_by
+from amago_pipe.store import SegmentInfo, TrajectoryStore
 from amago_pipe.train import checkpoint as ckpt
 
 log = logging.getLogger("amago_pipe.train")
 
 RUN_ATTR = "online_run"
-"""Segment attribute naming the train stage that collected a segment."""
+"""Segment attribute naming the train stage that collected a segment (`<pipeline>/<stage>`, or a follower)."""
+RUN_ID_ATTR = "run_id"
+"""Segment attribute: the run directory that collected a segment, or that its follower follows (absent on data of
+runs made before run ids, and of a learner given no `<label>@<run id>` tag)."""
 EPOCH_ATTR = "online_epoch"
 """Segment attribute: the epoch (0-based) whose policy collected it."""
 
@@ -108,9 +112,72 @@ def wait_for_actors(
         waited += poll_s
 
 
+def split_tag(tag: str) -> tuple[str, str]:
+    """`(label, run id)` of a collector's tag `<label>@<run id>` (run id '' for a plain label)."""
+    label, sep, run_id = tag.rpartition("@")
+    return (label, run_id) if sep else (tag, "")
+
+
+def collected_by(store: TrajectoryStore, partition: str, tag: str) -> list[SegmentInfo]:
+    """The sealed segments collector `tag` wrote in `partition` (its label and its run id both match)."""
+    segments = store.segments(partition) if partition in store.partitions() else []
+    label, run_id = split_tag(tag)
+    return [s for s in segments if s.attrs.get(RUN_ATTR) == label and s.attrs.get(RUN_ID_ATTR, "") == run_id]
+
+
 def collected_fingerprint(store: TrajectoryStore, partition: str, tag: str) -> str:
-    """Hash of the sealed segments run `tag` collected in `partition` ('missing' when none)."""
-    return written_by(store, partition, RUN_ATTR, tag)
+    """Hash of the sealed segments run `tag` collected in `partition` ('missing' when none); the same digest
+    as `store.tools.written_by`, so a run made before run ids keeps its fingerprint."""
+    own = collected_by(store, partition, tag)
+    if not own:
+        return "missing"
+    digest = hashlib.sha256(json.dumps(store.spec.to_json(), sort_keys=True).encode())
+    for s in own:
+        digest.update(f"{s.id}:{s.rows}\n".encode())
+    return digest.hexdigest()[:20]
+
+
+def drop_collected_after(store: TrajectoryStore, partition: str, tag: str, epoch: int) -> int:
+    """Drop the segments collector `tag` wrote in epochs >= `epoch`; returns how many. Other runs' segments and
+    followers' are kept (followers' data is not in the learner's counters)."""
+    stale = [s.id for s in collected_by(store, partition, tag) if int(s.attrs.get(EPOCH_ATTR, -1)) >= epoch]
+    if stale:
+        store.drop_segments(partition, stale)
+        log.info("dropped %d online segment(s) collected after the checkpoint (epoch >= %d)", len(stale), epoch)
+    return len(stale)
+
+
+def check_owner(store: TrajectoryStore, partition: str, tag: str, *, where: str) -> None:
+    """DataError when `partition` holds online data of another run than `tag`'s (its followers' data is its own).
+
+    Runs sharing one FIFO would train on each other's episodes, and their counters would stop describing the
+    data, so this is refused whether the other run is finished or still running; an online stage checks at its
+    start and before each epoch's collection. Data without a run id (from before run ids) counts as another
+    run's unless `tag` has none either. To learn from another run's data, weight its partition (`partitions:`)."""
+    if partition not in store.partitions():
+        return
+    run_id = split_tag(tag)[1]
+    foreign = [s for s in store.segments(partition) if RUN_ATTR in s.attrs and s.attrs.get(RUN_ID_ATTR, "") != run_id]
+    if not foreign:
+        return
+    latest = max(foreign, key=lambda s: s.sealed)
+    other = latest.attrs.get(RUN_ID_ATTR) or "made before run ids"
+    more = len({s.attrs.get(RUN_ID_ATTR, "") for s in foreign}) - 1
+    raise DataError(
+        f"{where}: store partition '{partition}' ({store.url}) holds online data of another run "
+        f"({latest.attrs[RUN_ATTR]}, run {other}{f', and {more} more runs' if more else ''}: "
+        f"{sum(s.episodes for s in foreign)} episodes, last written {_ago(latest.sealed)}); runs sharing a FIFO "
+        "would train on each other's episodes. Give this run its own store (`--set store=...`) or its own FIFO "
+        "partition (`online.partition`, weighted in `partitions:`)"
+    )
+
+
+def _ago(when: float) -> str:
+    """`12 s ago`, `5 min ago`, `3 h ago`."""
+    seconds = max(0.0, time.time() - when)
+    if seconds < 120:
+        return f"{seconds:.0f} s ago"
+    return f"{seconds / 60:.0f} min ago" if seconds < 7200 else f"{seconds / 3600:.0f} h ago"
 
 
 class OnlineCollector:
@@ -135,7 +202,7 @@ class OnlineCollector:
             self.env,
             ExploringPolicy(self.policy, self.exploration),
             seed=seed,
-            source=f"online:{tag}",
+            source=f"online:{split_tag(tag)[0]}",
             save_every=cfg.save_every,
         )
         self.env_steps = 0
@@ -148,8 +215,12 @@ class OnlineCollector:
 
     def collect(self, epoch: int, check_stop: Callable[[], None]) -> dict[str, Any]:
         """One epoch's collection, sealed into the store before returning; its statistics under `online/`."""
+        check_owner(self.store, self.cfg.partition, self.tag, where=self.where)  # another run started meanwhile
         self.stepper.meta.update(policy_version=epoch)
-        attrs = {RUN_ATTR: self.tag, EPOCH_ATTR: epoch, "source": f"online:{self.tag}"}
+        label, run_id = split_tag(self.tag)
+        attrs = {RUN_ATTR: label, EPOCH_ATTR: epoch, "source": f"online:{label}"}
+        if run_id:
+            attrs[RUN_ID_ATTR] = run_id
         was_training = self.agent.training
         self.agent.eval()
         written = {"episodes": 0, "timesteps": 0}
@@ -178,10 +249,9 @@ class OnlineCollector:
             else 0.0,
         }
         if result.stats:
-            summary = summarize(result.stats)
-            row.update({f"online/{k}": summary[k] for k in ("return_mean", "length_mean") if k in summary})
-            if summary.get("success_rate") is not None:
-                row["online/success_rate"] = summary["success_rate"]
+            summary = flat_metrics(summarize(result.stats))
+            keep = ("return_mean", "length_mean", "success_rate")
+            row.update({f"online/{k}": v for k, v in summary.items() if k in keep or k.startswith("task")})
         return row
 
     def _check_capacity(self, written: int, longest: int) -> None:
@@ -197,17 +267,7 @@ class OnlineCollector:
     def drop_after(self, epoch: int) -> int:
         """Drop the segments this run collected in epochs >= `epoch` (not covered by the checkpoint resumed
         from); returns how many were dropped."""
-        if self.cfg.partition not in self.store.partitions():
-            return 0
-        stale = [
-            s.id
-            for s in self.store.segments(self.cfg.partition)
-            if s.attrs.get(RUN_ATTR) == self.tag and int(s.attrs.get(EPOCH_ATTR, -1)) >= epoch
-        ]
-        if stale:
-            self.store.drop_segments(self.cfg.partition, stale)
-            log.info("dropped %d online segment(s) collected after the checkpoint (epoch >= %d)", len(stale), epoch)
-        return len(stale)
+        return drop_collected_after(self.store, self.cfg.partition, self.tag, epoch)
 
     def state_dict(self) -> dict[str, Any]:
         """Counters, the exploration schedule and the policy's sampling stream (JSON-able)."""

@@ -33,8 +33,9 @@ def run_episodes(
     check_stop: Callable[[], None] | None = None,
     on_episode: Callable[[Any, Any], None] | None = None,
 ) -> RolloutResult:
-    """`episodes` episodes of `agent` over `env_cfg.n_envs` parallel envs (eval mode, memory kept per env)."""
-    env = make_batched_env(env_cfg, where=where)
+    """`episodes` episodes of `agent` over `env_cfg.n_envs` parallel envs (eval mode, memory kept per env); a task
+    set's held-out tasks run beside its training tasks."""
+    env = make_batched_env(env_cfg, where=where, held_out=True)
     try:
         spec.check_compatible(env.spec, what=f"{where} env '{env_cfg.env_name}'", against="training data")
         policy = AgentPolicy(agent, greedy=greedy, device=device, seed=seed)

@@ -52,14 +52,15 @@ def _spawn(cwd: Path, *args: str) -> subprocess.Popen[str]:
 
 
 def _followers_after_start(
-    tmp_path: Path, own: int, epochs: int = 4, updates: int = 60
+    tmp_path: Path, own: int, epochs: int = 4, updates: int = 60, seeds: bool = True
 ) -> tuple[subprocess.Popen[str], list[subprocess.Popen[str]]]:
     (tmp_path / "p.yaml").write_text(PIPELINE.format(own=own, epochs=epochs, updates=updates))
     learner = _spawn(tmp_path, "run", "p.yaml")
     deadline = time.monotonic() + 60
     while not (tmp_path / RUN / "stages/train/policy/latest.safetensors").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    return learner, [_spawn(tmp_path, "collect", "--follow", str(RUN), "--seed", str(i)) for i in range(2)]
+    seed = ["--seed", "{}"] if seeds else []  # without --seed each follower draws its own
+    return learner, [_spawn(tmp_path, "collect", "--follow", str(RUN), *[a.format(i) for a in seed]) for i in range(2)]
 
 
 def test_two_followers_fill_the_fifo_until_the_learner_finishes(tmp_path: Path) -> None:
@@ -78,13 +79,16 @@ def test_two_followers_fill_the_fifo_until_the_learner_finishes(tmp_path: Path) 
 
 
 def test_a_learner_that_only_trains_waits_for_its_actors(tmp_path: Path) -> None:
-    learner, followers = _followers_after_start(tmp_path, own=0)
+    learner, followers = _followers_after_start(tmp_path, own=0, seeds=False)
     out, err = learner.communicate(timeout=300)
     assert learner.returncode == 0, out + err
+    seeds = set()
     for f in followers:
-        f.communicate(timeout=120)
+        fout, _ = f.communicate(timeout=120)
+        seeds.add(fout.split("follower seed ")[1].split()[0])
     store = TrajectoryStore.open(tmp_path / "store.zarr")
     assert {str(s.attrs.get(RUN_ATTR)).split(":")[0] for s in store.segments("fifo")} == {"follower"}
+    assert len(seeds) == 2  # without --seed, each actor draws its own stream (they collected the same episodes)
 
 
 def test_following_a_run_without_an_online_stage_is_one_clear_error(tmp_path: Path) -> None:
@@ -94,6 +98,9 @@ def test_following_a_run_without_an_online_stage_is_one_clear_error(tmp_path: Pa
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and "expected one online train stage in its lock file, found none" in err, err
     assert "Traceback" not in err
+    proc = _spawn(tmp_path, "collect", "--follow", "run", "--episodes", "5", "--policy", "cartpole-pd")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "--episodes, --policy cannot be used with --follow" in err, err
     proc = _spawn(tmp_path, "collect", "--follow", "nowhere")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0 and "Traceback" not in err and err.startswith("error:"), err

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
-from amago_pipe.errors import ConfigError
+from amago_pipe.errors import ConfigError, DataError
 
 KEEP_TASK = "amago_pipe/keep_task"
 """Reset option KShot gives between attempts to an env whose `unwrapped.supports_keep_task` is True:
@@ -21,6 +21,9 @@ RESET_KEY = "reset"
 """Observation key of the reset flag when observations are (or become) a Dict."""
 
 SignalMode = Literal["none", "append", "key", "wrap"]
+TASK_ATTRS = ("get_task", "task", "_task", "goal", "_goal", "_target_pos", "_last_rand_vec")
+"""Attributes (or methods) of the unwrapped env read as its task, when it has one; KShot stops the run when
+the value changes between the attempts of one episode (the env drew a new task where it must keep it)."""
 
 
 def attempt_key(i: int, what: str = "return") -> str:
@@ -105,10 +108,41 @@ class KShot(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if i >= self.k:
             return self._wrap(obs, False), reward, bool(terminated), bool(truncated and not terminated), info
         keep = bool(getattr(self.env.unwrapped, "supports_keep_task", False))
+        before = task_fingerprint(self.env.unwrapped)
         obs, reset_info = self.env.reset(options={KEEP_TASK: True} if keep else None)
+        after = task_fingerprint(self.env.unwrapped)
+        if before != after:
+            raise DataError(
+                f"kshot: {_env_label(self.env)} drew a new task between attempts {i} and {i + 1} (its "
+                f"`{before[0] if before else after[0] if after else '?'}` changed), so its attempts would not "
+                "share a task; give the env a way to keep its task (`supports_keep_task` and the "
+                f"'{KEEP_TASK}' reset option) or use its own adapter"
+            )
         self._attempt = i + 1
         self._attempt_return = 0.0
         return self._wrap(obs, True), reward, False, False, {**reset_info, **info}
+
+
+def task_fingerprint(env: Any) -> tuple[str, bytes] | None:
+    """(attribute, bytes of its value) of the first `TASK_ATTRS` the env has, or None when it exposes no task."""
+    for name in TASK_ATTRS:
+        value = getattr(env, name, None)
+        if value is None:
+            continue
+        if callable(value):
+            try:
+                value = value()
+            except Exception:  # a getter that needs arguments or state: not a task we can read
+                continue
+        try:
+            return name, np.asarray(value, dtype=np.float64).tobytes()
+        except (TypeError, ValueError):
+            return name, repr(value).encode()
+    return None
+
+
+def _env_label(env: gym.Env) -> str:  # type: ignore[type-arg]
+    return f"env '{env.spec.id}'" if env.spec is not None else f"env {type(env.unwrapped).__name__}"
 
 
 def kshot(

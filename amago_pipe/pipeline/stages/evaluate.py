@@ -69,7 +69,7 @@ class EvaluateStage(Stage):
                 check_stop=ctx.check_stop,
                 on_episode=lambda episode, stats: task.advance(1),
             )
-        summary = summarize(result.stats)
+        summary = summarize(result.stats, held_out=result.held_out)
         report = {
             "format": REPORT_FORMAT,
             "env": cfg.env.env_name,
@@ -83,6 +83,7 @@ class EvaluateStage(Stage):
             "seed": seed,
             "summary": summary,
             "throughput": {"env_steps": result.env_steps, "seconds": round(result.seconds, 3)},
+            "task_spaces": list(result.task_notes),
             "episodes": [s.to_json() for s in result.stats],
         }
         baseline = self.baseline_summary(cfg.baseline) if cfg.baseline is not None else None
@@ -176,9 +177,45 @@ def summary_markdown(report: dict[str, Any]) -> str:
     ]
     for key, value in sorted(s.get("info", {}).items()):
         lines.append(f"| info `{key}` | {_fmt(value)} |")
-    for env_name, sub in sorted(s.get("per_env", {}).items()):
-        lines.append(f"| {env_name}: mean return | {_fmt(sub.get('return_mean'))} |")
+    lines += task_table(s, report.get("task_spaces", []))
     return "\n".join(lines) + "\n"
+
+
+def task_table(s: dict[str, Any], notes: list[str]) -> list[str]:
+    """Markdown lines of the per-task table (training tasks, then held-out ones), the means over tasks and how
+    the tasks' spaces were unified; nothing for a single env."""
+    per_env = s.get("per_env", {})
+    if not per_env:
+        return []
+    held = set(s.get("held_out", {}).get("tasks", []))
+    lines = [
+        "",
+        "## Per task",
+        "",
+        "| task | split | episodes | mean return | bottom-quintile return | success |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, sub in sorted(per_env.items(), key=lambda kv: (kv[0] in held, kv[0])):
+        split = "held-out" if name in held else "training"
+        lines.append(
+            f"| {name} | {split} | {sub['episodes']} | {_fmt(sub.get('return_mean'))} | "
+            f"{_fmt(sub.get('return_bottom_quintile'))} | {_fmt(sub.get('success_rate', '-'))} |"
+        )
+    for group, label in (("training", "training tasks"), ("held_out", "held-out tasks")):
+        if group in s:
+            block = s[group]
+            mean = block.get("task_mean", {}).get("return_mean", block.get("return_mean"))
+            lines.append(
+                f"| **{label}: mean over tasks** | | {block['episodes']} | {_fmt(mean)} | "
+                f"{_fmt(block.get('return_bottom_quintile'))} | {_fmt(block.get('success_rate', '-'))} |"
+            )
+    if "task_mean" in s and "training" not in s:
+        lines.append(
+            f"| **mean over tasks** | | {s['episodes']} | {_fmt(s['task_mean']['return_mean'])} | "
+            f"{_fmt(s.get('return_bottom_quintile'))} | {_fmt(s['task_mean'].get('success_rate', '-'))} |"
+        )
+    lines += ["", *[f"Spaces: {note}." for note in notes]] if notes else []
+    return lines
 
 
 def _fmt(value: Any) -> str:

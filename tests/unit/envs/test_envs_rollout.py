@@ -53,7 +53,7 @@ def test_episodes_have_clean_boundaries_and_quotas() -> None:
         assert (ep.env_name, ep.source, ep.meta, ep.time_start) == ("toy", "test", {"k": 1}, 0)
         assert (st.length, st.episode_return, st.success) == (ep_len, 2.0 * ep_len, True)
         assert st.info == {"amago_pipe/score": 10.0 * ep_len}
-    assert policy.resets >= 7
+    assert policy.resets >= 7 - 3  # every episode but each env's last is followed by a reset
 
 
 def test_long_episodes_grow_the_buffer() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.envs.vector import make_batched_env
+from amago_pipe.envs.wrapper import env_seeds
 from amago_pipe.errors import ConfigError, DataError
 
 TOY = "amago_pipe.envs.toy:make_toy_env"
@@ -90,15 +91,15 @@ def test_bad_factory_and_kwargs_are_config_errors() -> None:
 
 
 class Faulty(gym.Wrapper):
-    """The env reset with seed 1 (env 1 of a vector env reset with seed 0) raises in step() after 2 steps, or
-    returns NaN rewards; the others are fine."""
+    """Env 1 of a vector env reset with seed 0 (the env reset with `env_seeds(0, n)[1]`) raises in step() after 2
+    steps, or returns NaN rewards; the others are fine."""
 
     def __init__(self, env: gym.Env, nan: bool):
         super().__init__(env)
         self.nan, self.steps, self.faulty = nan, 0, False
 
     def reset(self, **kwargs):
-        self.faulty = kwargs.get("seed") == 1 or self.faulty
+        self.faulty = kwargs.get("seed") == env_seeds(0, 2)[1] or self.faulty
         return self.env.reset(**kwargs)
 
     def step(self, action):

@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 from amago_pipe.envs.builtin import KShot, kshot
 from amago_pipe.envs.builtin.kshot import KEEP_TASK
 from amago_pipe.envs.toy import ToyEnv
-from amago_pipe.errors import ConfigError
+from amago_pipe.errors import ConfigError, DataError
 
 
 class ResetLog(gym.Env):
@@ -120,3 +120,24 @@ def test_errors() -> None:
         kshot(env_id="CartPol-v1", k=2)
     with pytest.raises(ConfigError, match=r"kshot: gymnasium env 'amago_pipe/TMaze-v0' rejected kwargs \['corridor'\]"):
         kshot(env_id="amago_pipe/TMaze-v0", k=2, kwargs={"corridor": 3})
+
+
+class NewGoalEveryReset(ToyEnv):
+    """Draws a new `goal` at every reset, seeded or not (as Meta-World does): no task survives an attempt."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
+        out = super().reset(seed=seed, options=options)
+        self.goal = self.np_random.uniform(size=3)
+        return out
+
+
+def test_a_task_that_changes_between_attempts_stops_the_run() -> None:
+    env = KShot(NewGoalEveryReset(min_len=2, max_len=2), k=3)
+    env.reset(seed=0)
+    env.step(0)
+    with pytest.raises(DataError, match=r"drew a new task between attempts 1 and 2 \(its `goal` changed\)"):
+        env.step(0)
+    kept = KShot(ToyEnv(min_len=2, max_len=2), k=3)  # exposes no task: nothing to check, runs
+    kept.reset(seed=0)
+    for _ in range(6):
+        kept.step(0)
