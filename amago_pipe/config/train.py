@@ -272,6 +272,9 @@ class TrainStageConfig(StageConfig):
     """Windows per gradient step (per process; each of grad_accum micro-batches has this size)."""
     sample_mode: Literal["timesteps", "episodes", "starts"] = "timesteps"
     """Window placement: uniform over timesteps, over episodes, or over window starts (AMAGO's sampler)."""
+    sample_balance: Literal["none", "task"] = "none"
+    """`task`: every task (the episodes' env name) of a partition gets the same share of its windows, however
+    much data each has (multi-task runs); `none`: in proportion to the data."""
     epochs: int = 20
     """Epochs to train; an epoch is `updates_per_epoch` gradient steps followed by checkpoints and logs."""
     updates_per_epoch: int = 500

@@ -55,6 +55,7 @@ class BatchLoader:
         seed: int,
         rank: int = 0,
         mode: str = "timesteps",
+        balance: str = "none",
         prefetch: int = 4,
         start: int = 0,
         pin_memory: bool = False,
@@ -64,7 +65,7 @@ class BatchLoader:
         self.store = store
         self.batch_size, self.seq_len = batch_size, seq_len
         self.partitions = {p: w for p, w in partitions.items() if w > 0}
-        self.seed, self.rank, self.mode = seed, rank, mode
+        self.seed, self.rank, self.mode, self.balance = seed, rank, mode, balance
         self.prefetch = max(1, prefetch)
         self.next_index = start
         """Index of the next batch handed out (the sampler state saved in checkpoints)."""
@@ -79,7 +80,9 @@ class BatchLoader:
     def sample(self, index: int) -> Batch:
         """Batch number `index` of this stream (deterministic given the store content)."""
         rng = np.random.default_rng([self.seed, self.rank, index])
-        window = self.store.sample(self.batch_size, self.seq_len, partitions=self.partitions, rng=rng, mode=self.mode)
+        window = self.store.sample(
+            self.batch_size, self.seq_len, partitions=self.partitions, rng=rng, mode=self.mode, balance=self.balance
+        )
         if self.on_windows is not None:
             window = self.on_windows(window, rng)
         batch = window_to_batch(window, self.store.spec, self.codec)

@@ -45,6 +45,8 @@ class SegmentMarker:
     """(E,) int64 absolute time index of each episode's first observation."""
     returns: np.ndarray
     """(E,) float64 episode returns."""
+    env_names: tuple[str, ...] | None = None
+    """(E,) each episode's env (task) name; None in markers written before they were recorded."""
 
     @property
     def row_offsets(self) -> np.ndarray:
@@ -68,6 +70,7 @@ class SegmentMarker:
             "lengths": self.lengths.tolist(),
             "time_starts": self.time_starts.tolist(),
             "returns": self.returns.tolist(),
+            **({"env_names": list(self.env_names)} if self.env_names is not None else {}),
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -79,6 +82,7 @@ class SegmentMarker:
             lengths = np.asarray(doc["lengths"], dtype=np.int64)
             time_starts = np.asarray(doc["time_starts"], dtype=np.int64)
             returns = np.asarray(doc["returns"], dtype=np.float64)
+            env_names = tuple(str(n) for n in doc["env_names"]) if "env_names" in doc else None
             info = SegmentInfo(
                 id=str(doc["id"]),
                 partition=str(doc["partition"]),
@@ -100,14 +104,14 @@ class SegmentMarker:
                 f"{where}: segment format {doc['format_version']} is newer than supported ({FORMAT_VERSION})"
             )
         n = info.episodes
-        if not (len(lengths) == len(time_starts) == len(returns) == n):
+        if not (len(lengths) == len(time_starts) == len(returns) == n) or len(env_names or lengths) != n:
             raise StoreFormatError(f"{where}: episode table has {len(lengths)} lengths for {n} episodes")
         if int(lengths.sum()) != info.timesteps or info.timesteps + n != info.rows or (n and int(lengths.min()) < 1):
             raise StoreFormatError(
                 f"{where}: episode table does not add up (timesteps {info.timesteps}, rows {info.rows}, "
                 f"sum of lengths {int(lengths.sum())}, episodes {n})"
             )
-        return cls(info, lengths, time_starts, returns)
+        return cls(info, lengths, time_starts, returns, env_names)
 
 
 @dataclass(frozen=True)

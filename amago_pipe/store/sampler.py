@@ -17,8 +17,15 @@ from amago_pipe.errors import ConfigError, DataError, StoreFormatError, did_you_
 from amago_pipe.store.cache import SegmentCache
 from amago_pipe.store.files import StoreFiles
 from amago_pipe.store.info import SegmentMarker, WindowBatch
-from amago_pipe.store.reader import SegmentVanished, check_still_sealed, load_segment, open_segment, read_rows
-from amago_pipe.store.windows import MODES, PartitionIndex
+from amago_pipe.store.reader import (
+    SegmentVanished,
+    check_still_sealed,
+    episode_meta,
+    load_segment,
+    open_segment,
+    read_rows,
+)
+from amago_pipe.store.windows import BALANCES, MODES, PartitionIndex
 
 RETRIES = 8
 OPEN_SEGMENTS = 64
@@ -62,9 +69,10 @@ class WindowSampler:
         partitions: dict[str, float] | None,
         rng: np.random.Generator,
         mode: str = "timesteps",
+        balance: str = "none",
     ) -> WindowBatch:
         """`batch_size` windows of `seq_len` steps; see `TrajectoryStore.sample`."""
-        _check_args(batch_size, seq_len, mode)
+        _check_args(batch_size, seq_len, mode, balance)
         if self._files_version != self.files.version:  # sealed, dropped or replaced through this store
             self._files_version = self.files.version
             self.invalidate()
@@ -72,8 +80,12 @@ class WindowSampler:
         for _ in range(RETRIES):
             self._refresh(names)
             indexes = [self.indexes[n] for n in names]
+            if balance == "task":
+                for idx in indexes:
+                    if idx.task_of is None:
+                        idx.set_tasks([self._env_names(m) for m in idx.markers])
             part, ep = self._draw_partitions(indexes, partitions, batch_size, seq_len, mode, rng)
-            plan = self._plan(indexes, part, ep, seq_len, mode, rng)
+            plan = self._plan(indexes, part, ep, seq_len, mode, rng, balance)
             try:
                 return self._gather(indexes, plan, seq_len, names)
             except SegmentVanished:
@@ -124,6 +136,12 @@ class WindowSampler:
                 idx.remap(np.asarray([self.cache.row_of(k) for k in idx.keys], dtype=np.int64))
             self._cache_version = self.cache.version
 
+    def _env_names(self, marker: SegmentMarker) -> tuple[str, ...]:
+        """A segment's per-episode env names: from its marker, or (older markers) from the segment's attributes."""
+        if marker.env_names is not None:
+            return marker.env_names
+        return tuple(episode_meta(open_segment(self.files, marker)[0])[0])
+
     def _load(self, key: str) -> dict[str, np.ndarray] | None:
         name, sid = key.split("/", 1)
         marker = self.indexes[name].markers[self.indexes[name].ids.index(sid)]
@@ -169,11 +187,12 @@ class WindowSampler:
         seq_len: int,
         mode: str,
         rng: np.random.Generator,
+        balance: str,
     ) -> dict[str, np.ndarray]:
         """Per window: partition, episode, start within the episode, length, arena row, time start."""
         if len(indexes) == 1:  # the common case, without scatter
             idx = indexes[0]
-            ep, start = idx.draw(len(part), seq_len, mode, rng)
+            ep, start = idx.draw(len(part), seq_len, mode, rng, balance)
             return {
                 "partition": part,
                 "episode": ep,
@@ -189,7 +208,7 @@ class WindowSampler:
             sel = rows_of[i]
             if not len(sel):
                 continue
-            ep, start = idx.draw(len(sel), seq_len, mode, rng)
+            ep, start = idx.draw(len(sel), seq_len, mode, rng, balance)
             plan["episode"][sel], plan["start"][sel] = ep, start
             plan["length"][sel] = idx.lengths[ep]
             plan["arena"][sel] = idx.arena_rows[ep]
@@ -288,10 +307,12 @@ class WindowSampler:
         return arrays
 
 
-def _check_args(batch_size: int, seq_len: int, mode: str) -> None:
+def _check_args(batch_size: int, seq_len: int, mode: str, balance: str = "none") -> None:
     if not isinstance(batch_size, int | np.integer) or batch_size < 1:
         raise ConfigError(f"sample: batch_size must be a positive integer, got {batch_size!r}")
     if not isinstance(seq_len, int | np.integer) or seq_len < 1:
         raise ConfigError(f"sample: seq_len must be a positive integer, got {seq_len!r}")
     if mode not in MODES:
         raise ConfigError(f"sample: unknown mode {mode!r} (known: {', '.join(MODES)}){did_you_mean(mode, MODES)}")
+    if balance not in BALANCES:
+        raise ConfigError(f"sample: unknown balance {balance!r} (known: {', '.join(BALANCES)})")

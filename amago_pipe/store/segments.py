@@ -219,6 +219,7 @@ class SegmentBuilder:
             np.asarray(self.lengths, dtype=np.int64),
             np.asarray(self.time_starts, dtype=np.int64),
             np.asarray(self.returns, dtype=np.float64),
+            tuple(self.episode_meta["env_name"]),
         )
         self.files.backend.write_atomic(marker_key(self.partition, self.id), marker.to_json())
         return marker

@@ -11,6 +11,9 @@ Modes (episodes of T steps, windows of L steps; a window never crosses an episod
 - "starts": window starts uniform over [0, max(T-L, 0)] (AMAGO's slice sampler; episodes weighted by their
   number of starts): full windows, but the first and last L-1 steps of an episode are covered less.
 
+Balance "task": each task (episode `env_name`) of a partition gets an equal share of its windows, placed by the
+mode within the task; "none" (default) lets tasks share in proportion to their data.
+
 numpy only; must not import torch or click.
 """
 
@@ -21,6 +24,7 @@ import numpy as np
 from amago_pipe.store.info import SegmentMarker
 
 MODES = ("timesteps", "episodes", "starts")
+BALANCES = ("none", "task")
 
 
 class PartitionIndex:
@@ -42,6 +46,18 @@ class PartitionIndex:
         self.episodes = len(self.lengths)
         self.arena_rows = np.full(self.episodes, -1, dtype=np.int64)  # (E,) first arena row, -1 when cold
         self._starts: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+        self.task_of: np.ndarray | None = None
+        """(E,) task code of each episode (index into `task_names`); set by `set_tasks` for balanced draws."""
+        self.task_names: list[str] = []
+        self._balanced: dict[tuple[int, str], np.ndarray] = {}
+
+    def set_tasks(self, names: list[tuple[str, ...]]) -> None:
+        """Each marker's per-episode env names (in marker order): enables `balance="task"`."""
+        flat = [n for seg in names for n in seg]
+        self.task_names = sorted(set(flat))
+        codes = {n: i for i, n in enumerate(self.task_names)}
+        self.task_of = np.asarray([codes[n] for n in flat], dtype=np.int64)  # (E,)
+        self._balanced.clear()
 
     def remap(self, segment_rows: np.ndarray) -> None:
         """Set episode arena rows from `segment_rows` (S,), the first arena row of each segment or -1."""
@@ -54,8 +70,12 @@ class PartitionIndex:
             return self.episodes
         return int(self._start_counts(seq_len, mode)[1][-1]) if self.episodes else 0
 
-    def draw(self, n: int, seq_len: int, mode: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def draw(
+        self, n: int, seq_len: int, mode: str, rng: np.random.Generator, balance: str = "none"
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(episode index (n,), window start within the episode (n,)) for `n` windows."""
+        if balance == "task":
+            return self._draw_balanced(n, seq_len, mode, rng)
         if mode == "episodes":
             ep = rng.integers(0, self.episodes, n)
             raw = (rng.random(n) * (self.lengths[ep] + seq_len - 1)).astype(np.int64) - (seq_len - 1)
@@ -64,6 +84,28 @@ class PartitionIndex:
             g = rng.integers(0, int(cum[-1]), n)
             ep = np.searchsorted(cum, g, side="right")
             raw = g - (cum[ep] - counts[ep])
+            if mode == "starts":
+                return ep, raw
+            raw -= seq_len - 1
+        return ep, np.minimum(np.maximum(raw, 0), np.maximum(self.lengths[ep] - seq_len, 0))
+
+    def _draw_balanced(
+        self, n: int, seq_len: int, mode: str, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`draw` with every task given the same share: episodes weighted by their draws / their task's draws."""
+        if self.task_of is None:
+            raise RuntimeError("PartitionIndex.draw(balance='task') before set_tasks()")
+        counts = np.ones(self.episodes, np.int64) if mode == "episodes" else self._start_counts(seq_len, mode)[0]
+        key = (seq_len, mode)
+        if key not in self._balanced:
+            per_task = np.bincount(self.task_of, weights=counts, minlength=len(self.task_names))  # (K,)
+            self._balanced[key] = np.cumsum(counts / per_task[self.task_of])  # (E,), ends at K
+        cum = self._balanced[key]
+        ep = np.minimum(np.searchsorted(cum, rng.random(n) * cum[-1], side="right"), self.episodes - 1)
+        if mode == "episodes":
+            raw = (rng.random(n) * (self.lengths[ep] + seq_len - 1)).astype(np.int64) - (seq_len - 1)
+        else:
+            raw = (rng.random(n) * counts[ep]).astype(np.int64)
             if mode == "starts":
                 return ep, raw
             raw -= seq_len - 1

@@ -324,12 +324,14 @@ class TrajectoryStore:
         partitions: dict[str, float] | None = None,
         rng: np.random.Generator,
         mode: str = "timesteps",
+        balance: str = "none",
     ) -> WindowBatch:
         """`batch_size` windows of `seq_len` steps (numpy), deterministic for a seed and the store contents.
 
         `partitions` maps names to mixture weights (default: every partition, in proportion to its data);
         empty partitions drop out of the mixture. `mode`: "timesteps" (default; no timestep, episode ends
-        included, is under-sampled), "episodes" or "starts" (AMAGO's slices); see `amago_pipe.store.windows`.
+        included, is under-sampled), "episodes" or "starts" (AMAGO's slices); `balance="task"` gives every task
+        (episode env name) of a partition the same share; see `amago_pipe.store.windows`.
         Segments fitting `cache_bytes` are gathered from RAM, the others read from zarr.
         """
         if self._sampler is None:
@@ -338,7 +340,7 @@ class TrajectoryStore:
             self._sampler = WindowSampler(
                 self.files, cache_bytes=self.cache_bytes, refresh_seconds=self.refresh_seconds
             )
-        return self._sampler.sample(batch_size, seq_len, partitions=partitions, rng=rng, mode=mode)
+        return self._sampler.sample(batch_size, seq_len, partitions=partitions, rng=rng, mode=mode, balance=balance)
 
     def refresh(self) -> None:
         """Make the next `sample` re-list segments sealed or evicted by other processes."""

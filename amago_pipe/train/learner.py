@@ -171,6 +171,7 @@ class Learner:
             seed=self.seed,
             rank=self.rt.rank,
             mode=cfg.sample_mode,
+            balance=cfg.sample_balance,
             prefetch=cfg.prefetch,
             start=int(self.state.sampler.get("next_index", 0)),
             pin_memory=self.rt.device.type == "cuda",

@@ -161,3 +161,48 @@ def test_a_forked_process_keeps_sampling(tmp_path: Path) -> None:
     child.start()
     child.join(timeout=60)
     assert child.exitcode == 0 and queue.get(timeout=5) == expected
+
+
+def _task_store(tmp_path: Path) -> TrajectoryStore:
+    """Task `a`: 9 episodes of 50 steps (rewards below 100,000); task `b`: one of 50 (rewards from 100,000)."""
+    store = TrajectoryStore.create(tmp_path / "t.zarr", BOX)
+    with store.writer("protected", segment_timesteps=120) as w:
+        for i in range(10):
+            ep = counting_episode(BOX, 50, 10_000 * i if i < 9 else 100_000)
+            w.add(type(ep)(**{**ep.__dict__, "env_name": "a" if i < 9 else "b"}))
+    return TrajectoryStore.open(tmp_path / "t.zarr")
+
+
+@pytest.mark.parametrize("mode", ["timesteps", "episodes", "starts"])
+def test_balance_task_gives_every_task_the_same_share(tmp_path: Path, mode: str) -> None:
+    store = _task_store(tmp_path)
+    share_b = {
+        balance: float(
+            np.mean(
+                store.sample(4000, 8, rng=np.random.default_rng(0), mode=mode, balance=balance).rewards[:, 0] >= 100_000
+            )
+        )
+        for balance in ("none", "task")
+    }
+    assert abs(share_b["none"] - 0.1) < 0.03 and abs(share_b["task"] - 0.5) < 0.04, share_b
+    batch = store.sample(4000, 8, rng=np.random.default_rng(0), mode=mode, balance="task")
+    assert batch.mask.all()  # windows stay inside their episodes
+    with pytest.raises(ConfigError, match=r"unknown balance 'tasks' \(known: none, task\)"):
+        store.sample(4, 8, rng=np.random.default_rng(0), balance="tasks")
+
+
+def test_balance_reads_task_names_of_segments_sealed_before_markers_held_them(tmp_path: Path) -> None:
+    import json
+
+    from amago_pipe.store.format import marker_key
+
+    store = _task_store(tmp_path)
+    backend = store.files.backend
+    for seg in store.segments("protected"):  # as an older version wrote them: no env_names in the marker
+        key = marker_key("protected", seg.id)
+        doc = json.loads(backend.read_bytes(key) or b"{}")
+        assert len(doc.pop("env_names")) == seg.episodes
+        backend.write_atomic(key, json.dumps(doc).encode())
+    old = TrajectoryStore.open(tmp_path / "t.zarr")
+    batch = old.sample(4000, 8, rng=np.random.default_rng(0), balance="task")
+    assert abs(float(np.mean(batch.rewards[:, 0] >= 100_000)) - 0.5) < 0.04
