@@ -12,7 +12,12 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 PIPELINES = sorted((REPO / "pipelines").glob("*.yaml"))
 SMOKE = yaml.safe_load((Path(__file__).parent / "smoke_overrides.yaml").read_text())
-OPTIONAL = {"popgym-memory.yaml": ("popgym", "envs"), "online-gymnax-memorychain.yaml": ("gymnax", "gymnax")}
+OPTIONAL = {
+    "popgym-memory.yaml": ("popgym", "envs"),
+    "online-gymnax-memorychain.yaml": ("gymnax", "gymnax"),
+    "metaworld-ml1-kshot.yaml": ("metaworld", "metaworld"),
+    "metaworld-ml10.yaml": ("metaworld", "metaworld"),
+}
 """Pipelines that need an optional extra: (the module they import, the extra); skipped when it is missing."""
 
 
