@@ -1,7 +1,7 @@
-"""Reliability battery: SIGKILL/SIGTERM `amago-pipe` convert, collect and train processes at random moments.
+"""Reliability battery: SIGKILL/SIGTERM `amago-pipe` convert, collect, train and export processes at random moments.
 
     python benchmarks/bench_reliability.py [--kills 30] [--seed 0] [--scenarios convert-d4rl convert-minari
-        collect train] [--sigterm-share 0.25] [--scale 1.0] [--workdir DIR]
+        collect train export] [--sigterm-share 0.25] [--scale 1.0] [--workdir DIR]
 
 Real CLI processes, real files, real signals. Each round starts concurrent writers into one store (two of the
 same source and one of another, or two pipelines and a CLI collect), signals one or two of them at a moment
@@ -10,7 +10,9 @@ store verify` finds no damage; every expected episode is in the store exactly on
 D4RL/Minari sources written here, or per writer for collected episodes); no `.tmp-*` file or unsealed segment
 is left once a later write ran (a final uninterrupted write closes each scenario). `train` kills one training
 run repeatedly, resumes it each time and compares its final checkpoint tensors (model and optimizer) with an
-uninterrupted run of the same config. Prints a Markdown table; exits 1 when a check failed.
+uninterrupted run of the same config. `export` kills exports of a trained run: the folder must read back intact
+and the next export must reclaim what the killed one left; `--out` at user files, the run or the store is refused.
+Prints a Markdown table; exits 1 when a check failed.
 """
 
 from __future__ import annotations
@@ -39,12 +41,14 @@ from amago_pipe.testing.reliability import (
     audit_episodes,
     episode_key,
     episodes_by_writer,
+    export_refusals,
+    export_rounds,
     leftovers,
     run_all,
     verify_cli,
 )
 
-WEIGHTS = {"convert-d4rl": 3, "convert-minari": 2, "collect": 3, "train": 2}
+WEIGHTS = {"convert-d4rl": 3, "convert-minari": 2, "collect": 3, "train": 2, "export": 2}
 """How `--kills` is shared between the scenarios."""
 SOURCE_STEPS = {"convert-d4rl": 300_000, "convert-minari": 80_000}
 """Timesteps per converted source: about one second of conversion on one core (HDF5 converts ~4x faster)."""
@@ -309,6 +313,25 @@ def same_checkpoints(a: Path, b: Path) -> tuple[bool, str]:
     return True, ""
 
 
+# ---------------------------------------------------------------- export
+
+
+def export_scenario(b: Battery, kills: int) -> Row:
+    """Exports of a one-epoch training signalled at random moments (`export_rounds`), then `export_refusals`."""
+    row, here = Row("export", "1 (+ the next export)"), b.dir / "export"
+    here.mkdir()
+    train_store(here / "store.zarr")
+    (here / "p.yaml").write_text(TRAIN.format(store=here / "store.zarr", epochs=1))
+    run_dir = here / "run"
+    row.problems += run_all([b.spawn(row, "train", "run", str(here / "p.yaml"), "--run-dir", str(run_dir))])
+    forms = ["--form", "torchscript", "--form", "torch_export"]  # as export_rounds writes
+    calibration = b.spawn(row, "calibrate", "export", str(run_dir), "--out", str(here / "calibration"), *forms)
+    row.problems += run_all([calibration])
+    export_rounds(b, row, run_dir, kills, window=calibration.seconds)
+    export_refusals(b, row, run_dir, here / "store.zarr")
+    return row
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -326,7 +349,8 @@ def run_scenario(b: Battery, name: str, kills: int, scale: float) -> Row:
         source = d4rl_source if name == "convert-d4rl" else minari_source
         row = convert_scenario(b, name, kills, source, int(SOURCE_STEPS[name] * scale))
     else:
-        row = collect_scenario(b, kills) if name == "collect" else train_scenario(b, kills)
+        scenarios = {"collect": collect_scenario, "train": train_scenario, "export": export_scenario}
+        row = scenarios[name](b, kills)
     row.seconds = time.perf_counter() - started
     return row
 

@@ -18,8 +18,10 @@ def _which(value: str) -> str | int:
 @click.command("export")
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.option(
-    "--out", "out", required=True, type=click.Path(path_type=Path), help="Export directory to write (replaced whole)."
-)
+    "--out", "out", required=True, type=click.Path(path_type=Path),
+    help="Export directory to write: a new or empty folder, or an earlier export (replaced whole). Not inside the "
+    "run directory or the store.",
+)  # fmt: skip
 @click.option("--stage", help="Train stage to export (default: the run's one train stage).")
 @click.option("--checkpoint", default="latest", show_default=True, help="latest, best or an epoch number.")
 @click.option("--form", "forms", multiple=True, type=click.Choice(["torchscript", "torch_export", "onnx"]),

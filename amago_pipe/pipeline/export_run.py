@@ -15,6 +15,7 @@ from amago_pipe.config.build import Problems, build
 from amago_pipe.config.stages import StageConfig
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import ConfigError, DataError, StoreFormatError
+from amago_pipe.export.artifact import check_replaceable
 from amago_pipe.export.build import export_policy
 from amago_pipe.pipeline.lockfile import LockFile
 from amago_pipe.store import Episode, TrajectoryStore
@@ -94,6 +95,28 @@ def evaluation_of(run_dir: Path, train_stage: str, which: Which) -> dict[str, An
     return None if best is None else best[1]
 
 
+def check_out_location(out: Path, run_dir: Path | None, store_url: str, *, where: str) -> None:
+    """ConfigError when `out` is, contains or lies inside the run directory or the (local) store: an export there
+    could delete checkpoints, the lock file or episodes."""
+    target = Path(out).expanduser().resolve()
+    store_path = store_url.removeprefix("file://")
+    local_store = store_path if store_path and "://" not in store_path else None  # remote stores: nothing to check
+    for label, place in (("the run directory", run_dir), ("the store", local_store)):
+        if place is None:
+            continue
+        other = Path(place).expanduser().resolve()
+        relation = (
+            "is" if target == other else "lies inside" if target.is_relative_to(other)
+            else "contains" if other.is_relative_to(target) else None
+        )  # fmt: skip
+        if relation:
+            raise ConfigError(
+                f"{where} {out}: {relation} {label} {place}; "
+                "choose an empty or new folder outside the run directory and the store",
+                path=where,
+            )
+
+
 def export_run(
     run_dir: Path,
     out: Path,
@@ -106,14 +129,21 @@ def export_run(
     steps: int | None = None,
     store_url: str | None = None,
     progress: Callable[[str], None] = lambda message: None,
+    where: str = "--out",
+    stage_folder: bool = False,
 ) -> dict[str, Any]:
-    """Export the `which` policy of a train stage of `run_dir` to `out`; returns the manifest."""
+    """Export the `which` policy of a train stage of `run_dir` to `out`; returns the manifest.
+
+    `out` may not be, contain or lie inside the run directory or the store, except with `stage_folder` (the
+    `export` stage's own folder, inside the run); ConfigError naming `where` otherwise."""
     run_dir = Path(run_dir)
     stage = pick_train_stage(run_dir, stage)
     cfg, store = train_stages(run_dir)[stage]
     store = store_url or store
     if not store:
         raise ConfigError(f"{run_dir}: stage '{stage}' names no store to read verification episodes from; pass --store")
+    check_out_location(out, None if stage_folder else run_dir, store, where=where)
+    check_replaceable(Path(out), where=where)
     policy_file = policy_path(run_dir / "stages" / stage, which, where="--checkpoint")
     record = LockFile.load(run_dir).stages[stage]
     partitions = [p for p, w in cfg.partitions.items() if w > 0]
@@ -131,5 +161,5 @@ def export_run(
     }
     return export_policy(
         policy_file, out, episodes=chosen, forms=forms, tolerance=tolerance, steps=steps, source=source,
-        evaluation=evaluation_of(run_dir, stage, which), progress=progress,
+        evaluation=evaluation_of(run_dir, stage, which), progress=progress, where=where,
     )  # fmt: skip

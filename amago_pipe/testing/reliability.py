@@ -3,7 +3,8 @@
 `CliProcess` starts a real CLI process (logs to files) and kills it at a chosen moment; `audit_episodes` counts
 every episode of a partition by content against the expected ones; `leftovers` lists `.tmp-*` files and
 unsealed segments; `verify_cli` runs `amago-pipe store verify`; `Battery` ties them into rounds and `Row` is
-one line of the result table. Used by `benchmarks/bench_reliability.py`. numpy + the store; no torch, no click.
+one line of the result table; `export_rounds` kills exports. Used by `benchmarks/bench_reliability.py`. numpy +
+the store; no torch, no click.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from amago_pipe.errors import StoreFormatError
+from amago_pipe.export.artifact import read_manifest
+from amago_pipe.hashing import hash_tree
 from amago_pipe.store import Episode, TrajectoryStore
 from amago_pipe.store.format import segment_pid
 from amago_pipe.store.leftovers import unsealed_segments
@@ -321,3 +325,57 @@ class Battery:
         debris = [x.path for x in leftovers(root, [store]) if strict or (x.pid is not None and x.pid not in waiting)]
         if debris:
             row.problems.append(f"left behind after a later write: {', '.join(debris[:5])}")
+
+
+# ---------------------------------------------------------------- exports
+
+
+def export_debris(root: Path) -> list[str]:
+    """Folders that killed exports leave (`.<name>.partial-<pid>`, `.<name>.old-<pid>`) below `root`."""
+    return sorted(str(p.relative_to(root)) for pat in (".*.partial-*", ".*.old-*") for p in root.rglob(pat))
+
+
+def export_rounds(b: Battery, row: Row, run_dir: Path, kills: int, window: float) -> None:
+    """Exports of `run_dir` to one folder signalled at moments uniform in [0, window], each followed by an
+    uninterrupted one. After a kill the folder must hold an intact export (the earlier one, or none before the
+    first finished); after the next export, nothing the killed one left may remain."""
+    here, out, rounds = run_dir.parent, run_dir.parent / "out", 0
+    args = ["export", str(run_dir), "--out", str(out), "--form", "torchscript", "--form", "torch_export"]
+    while sum(row.kills.values()) < kills and rounds < 4 * kills:
+        rounds += 1
+        victim = b.spawn(row, f"r{rounds}", *args)
+        hit = b.kill_some(row, [victim], window, most=1)
+        row.problems += run_all([victim])
+        if hit and (here / f".{out.name}.partial-{victim.pid}").is_dir():
+            row.moments[-1] += " mid-export"
+        _check_export(row, out, required=rounds > 1 or not hit)
+        row.problems += run_all([b.spawn(row, f"r{rounds}-again", *args)])
+        _check_export(row, out, required=True)
+        if debris := export_debris(here):
+            row.problems.append(f"left behind after a later export: {', '.join(debris[:5])}")
+
+
+def _check_export(row: Row, out: Path, *, required: bool) -> None:
+    """Count `out` as verified when it reads back intact (every checksum), else note the problem."""
+    if not out.exists() and not required:
+        return
+    row.verifications += 1
+    try:
+        read_manifest(out)
+        row.verified += 1
+    except StoreFormatError as e:
+        row.problems.append(f"export folder not intact: {e}")
+
+
+def export_refusals(b: Battery, row: Row, run_dir: Path, store: Path) -> None:
+    """`--out` at a folder of user files, the run directory and the store: each refused (exit 2), nothing changed."""
+    mine = run_dir.parent / "mine"
+    mine.mkdir(exist_ok=True)
+    (mine / "notes.txt").write_text("not an export")
+    for target in (mine, run_dir, store):
+        before = hash_tree(target)
+        proc = b.spawn(row, f"refuse-{target.name}", "export", str(run_dir), "--out", str(target))
+        if (rc := proc.wait()) != 2:
+            row.problems.append(f"export --out {target.name}: exit {rc}, expected 2 (refused)")
+        if not target.is_dir() or hash_tree(target) != before:
+            row.problems.append(f"export --out {target.name}: its files changed")

@@ -55,7 +55,8 @@ class ExportStage(Stage):
             manifest = export_run(
                 ctx.run_dir, Path(ctx.out_dir) / ARTIFACT, stage=self.train_stage(), which=cfg.checkpoint,
                 forms=forms, tolerance=cfg.tolerance, episodes=cfg.verify_episodes, steps=cfg.verify_steps,
-                store_url=ctx.store, progress=lambda message: task.update(step=message),
+                store_url=ctx.store, progress=lambda message: task.update(step=message), where=f"stages.{ctx.name}",
+                stage_folder=True,
             )  # fmt: skip
         errors = manifest["verification"]["max_error"]
         return {
