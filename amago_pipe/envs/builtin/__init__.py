@@ -15,6 +15,7 @@ BUILTIN_ENVS: dict[str, str] = {
     f"{NAMESPACE}/DarkKeyDoor-v0": "amago_pipe.envs.builtin.key_door:make_dark_key_door",
     f"{NAMESPACE}/DelayedRecall-v0": "amago_pipe.envs.builtin.recall:DelayedRecall",
     f"{NAMESPACE}/GoalMaze-v0": "amago_pipe.envs.builtin.goal_maze:GoalMaze",
+    f"{NAMESPACE}/SymbolicAlchemy-v0": "amago_pipe.envs.builtin.alchemy:make_symbolic_alchemy",
 }
 """gymnasium id -> entry point. Each env ends its own episodes (no registered TimeLimit: limits depend on
 kwargs); `max_episode_steps` in an EnvConfig still adds one."""
