@@ -14,6 +14,7 @@ PIPELINES = sorted((REPO / "pipelines").glob("*.yaml"))
 SMOKE = yaml.safe_load((Path(__file__).parent / "smoke_overrides.yaml").read_text())
 OPTIONAL = {
     "popgym-memory.yaml": ("popgym", "envs"),
+    "popgym-suite.yaml": ("popgym", "envs"),
     "online-gymnax-memorychain.yaml": ("gymnax", "gymnax"),
     "metaworld-ml1-kshot.yaml": ("metaworld", "metaworld"),
     "metaworld-ml10.yaml": ("metaworld", "metaworld"),
