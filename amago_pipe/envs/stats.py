@@ -90,9 +90,11 @@ METRIC_KEYS = ("return_mean", "success_rate", "episodes", "length_mean", "return
 
 
 def flat_metrics(summary: dict[str, Any]) -> dict[str, float]:
-    """The numbers of a `summarize` result as flat metric names: `return_mean`, ..., `task/<name>/return_mean`,
-    `task_mean/return_mean`, `held_out/return_mean` (the per-task and per-group blocks when present)."""
+    """The numbers of a `summarize` result as flat metric names: `return_mean`, ..., `info/<key>` (per-attempt
+    returns of k-shot envs), `task/<name>/return_mean`, `task_mean/return_mean`, `held_out/return_mean` (the
+    per-task and per-group blocks when present)."""
     out = {k: float(v) for k, v in summary.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    out.update({f"info/{k.removeprefix('amago_pipe/')}": float(v) for k, v in summary.get("info", {}).items()})
     for name, sub in summary.get("per_env", {}).items():
         out.update({f"task/{name}/{k}": float(sub[k]) for k in METRIC_KEYS if k in sub})
         if "length_mean" in sub:
