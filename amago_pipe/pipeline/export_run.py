@@ -77,6 +77,19 @@ def verification_episodes(store_url: str, partitions: list[str], n: int) -> list
     return sorted(found, key=lambda ep: -ep.length)[:n]
 
 
+def trained_tasks(store_url: str, partitions: list[str]) -> list[str]:
+    """The env (task) names of the episodes in the trained partitions, from the seal markers ([] when unknown)."""
+    store = TrajectoryStore.open(store_url)
+    names = {
+        name
+        for p in partitions
+        if p in store.partitions()
+        for marker in store.files.markers(p)
+        for name in (marker.env_names or ())
+    }
+    return sorted(n for n in names if n)
+
+
 def evaluation_of(run_dir: Path, train_stage: str, which: Which) -> dict[str, Any] | None:
     """The summary of the newest evaluate stage of the run that scored this train stage's `which` policy."""
     best: tuple[float, dict[str, Any]] | None = None
@@ -156,6 +169,7 @@ def export_run(
         "checkpoint": which,
         "partitions": dict(cfg.partitions),
         "env": chosen[0].env_name or None,
+        "tasks": trained_tasks(store, partitions),
         "train_config_hash": record.config_hash,
         "train_output_hash": record.output_hash,
     }
