@@ -1,5 +1,6 @@
-"""Symbolic Alchemy: the hidden chemistry and target stay fixed for the k trials of an episode, are redrawn per
-episode, and what one trial reveals is enough to reach the target in the next (an oracle that remembers does)."""
+"""Symbolic Alchemy: the hidden chemistry stays fixed for the k trials of an episode and is redrawn per episode;
+what earlier trials reveal lets later ones reach the target with fewer potions (an oracle that remembers does,
+one that forgets between trials does not)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def test_passes_the_gymnasium_checker_and_registers() -> None:
         warnings.simplefilter("ignore")
         check_env(AlchemyTrial())
     env = gym.make("amago_pipe/SymbolicAlchemy-v0", k=3)
-    assert env.observation_space.shape == (11,) and env.action_space.n == N_POTIONS + 1  # type: ignore[attr-defined]
+    assert env.observation_space.shape == (14,) and env.action_space.n == N_POTIONS + 1  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="blocked_edges must be in 0..11"):
         AlchemyTrial(blocked_edges=12)
 
@@ -39,37 +40,41 @@ def test_the_chemistry_is_kept_for_k_trials_and_redrawn_per_episode() -> None:
     assert len(drawn) > 5
 
 
-def oracle_episode(env: gym.Env, seed: int) -> list[float]:  # type: ignore[type-arg]
-    """Keeps the corners consistent with every cash-in so far; once one is left it steers the stone there
-    (potions whose effect it has seen first, then untried ones) and cashes in. Returns each trial's reward."""
+def oracle_episode(env: gym.Env, seed: int, *, remember: bool) -> list[float]:  # type: ignore[type-arg]
+    """Drinks potions whose effect it has seen fix a wrong feature, else untried ones, and cashes in at the target;
+    forgets what it saw at each trial unless `remember`. Returns each trial's return."""
     obs, _ = env.reset(seed=seed)
-    corners = [np.array(c) for c in np.ndindex(2, 2, 2)]
-    candidates = [2 * c - 1 for c in corners]  # the target is one of the 8 corners
     effect: dict[int, tuple[int, int]] = {}  # colour -> (feature, sign), once seen to move the stone
-    rewards: list[float] = []
+    returns, current = [], 0.0
     while True:
-        stone = obs[:3].astype(int)
-        action = CASH
-        if len(candidates) == 1 and not np.array_equal(stone, candidates[0]):
-            goal = candidates[0]
-            left = [c for c in range(N_POTIONS) if obs[3 + c] > 0]
-            known = [c for c in left if c in effect and stone[effect[c][0]] != goal[effect[c][0]] == effect[c][1]]
-            untried = [c for c in left if c not in effect]
-            action = (known or untried or [CASH])[0]
-        obs, reward, terminated, truncated, _ = env.step(action)
+        stone, goal, left = obs[:3].astype(int), obs[3:6].astype(int), obs[6:12] > 0
+        wrong = {f for f in range(3) if stone[f] != goal[f]}
+        known = [
+            c
+            for c in range(N_POTIONS)
+            if left[c] and c in effect and effect[c][0] in wrong and effect[c][1] == goal[effect[c][0]]
+        ]
+        untried = [c for c in range(N_POTIONS) if left[c] and c not in effect]
+        action = CASH if not wrong else (known or untried or [CASH])[0]
+        obs, reward, terminated, truncated, info = env.step(action)
+        current += float(reward)
         moved = np.flatnonzero(obs[:3].astype(int) != stone)
         if action < N_POTIONS and len(moved):
             effect[action] = (int(moved[0]), int(obs[moved[0]]))
-        if action == CASH:
-            rewards.append(float(reward))
-            candidates = [c for c in candidates if np.isclose(np.mean(c == stone), reward)]
+        if "amago_pipe/attempts" in info and info["amago_pipe/attempts"] > len(returns):
+            returns.append(current)
+            current = 0.0
+            if not remember:
+                effect.clear()
         if terminated or truncated:
-            return rewards
+            return returns
 
 
-def test_memory_of_trial_one_lifts_later_trials() -> None:
+def test_memory_of_earlier_trials_lifts_later_ones() -> None:
     env = make_symbolic_alchemy(k=4)
-    per_trial = np.asarray([oracle_episode(env, seed) for seed in range(200)])  # (episodes, trials)
-    assert per_trial.shape == (200, 4)
-    assert per_trial[:, 0].mean() == pytest.approx(0.5, abs=0.06)  # trial 1: the stone's share of the target
-    assert per_trial[:, 1:].mean() > per_trial[:, 0].mean() + 0.1  # later trials use what trial 1 showed
+    keeps = np.asarray([oracle_episode(env, seed, remember=True) for seed in range(200)])  # (episodes, trials)
+    forgets = np.asarray([oracle_episode(env, seed, remember=False) for seed in range(200)])
+    assert keeps.shape == forgets.shape == (200, 4)
+    assert keeps[:, 0].mean() == pytest.approx(forgets[:, 0].mean())  # trial 1: nothing to remember yet
+    assert keeps[:, 1:].mean() > forgets[:, 1:].mean() + 0.05  # later trials use what earlier ones showed
+    assert keeps[:, 3].mean() > keeps[:, 0].mean()
