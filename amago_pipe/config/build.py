@@ -7,15 +7,18 @@ mean" for misspelled keys and types. No torch, no click.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from collections.abc import Callable
 from typing import Any, Literal, Union
 
-from amago_pipe.config.base import Component
+from amago_pipe.config.base import Component, field_docs
 from amago_pipe.errors import ConfigError, did_you_mean
 
 _MISSING = dataclasses.MISSING
+_EXAMPLE = re.compile(r"e\.g\. `([^`]+)`")
+_SUFFIXED = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([kKmM])")
 _SCALAR_NAMES: dict[type, str] = {
     bool: "a boolean (true/false)",
     int: "an integer",
@@ -159,6 +162,8 @@ def _build_dataclass(cls: type, data: Any, problems: Problems, path: str) -> Any
         return None
     kwargs, ok = _convert_fields(cls, data, problems, path)
     if ok:
+        for key, message in _no_effect(cls, kwargs):
+            problems.add(join(path, key), message)
         try:
             return cls(**kwargs)
         except FieldError:
@@ -188,16 +193,36 @@ def _convert_fields(cls: type, data: dict[str, Any], problems: Problems, path: s
         converted = convert(hints[key], value, problems, join(path, key))
         if len(problems.items) == seen:
             kwargs[key] = converted
+        else:
+            _add_example(cls, key, problems, seen, join(path, key))
     for name, f in fields.items():
         if name not in data and f.default is _MISSING and f.default_factory is _MISSING:
             problems.add(join(path, name), f"missing required key '{name}' ({expected(hints[name])})")
     return kwargs, len(problems.items) == before
 
 
+def _add_example(cls: type, key: str, problems: Problems, first: int, path: str) -> None:
+    """Add the example of field `key`'s docstring to the shape problems (a mapping or list was expected) in it."""
+    found = _EXAMPLE.search(field_docs(cls).get(key, ""))
+    if not found:
+        return
+    for i in range(first, len(problems.items)):
+        where, message = problems.items[i]
+        shape = message.startswith(("expected a mapping,", "expected a list,")) and " reads like " not in message
+        if shape and (where == path or where.startswith(path + ".")):
+            problems.items[i] = (where, f"{message}; `{key}` reads like `{found.group(1)}`")
+
+
 def _old_form(cls: type, data: dict[str, Any]) -> str | None:
     """The new form of an old YAML shape, from the config class's `old_form(data)` when it has one."""
     old_form = getattr(cls, "old_form", None)
     return old_form(data) if old_form is not None else None
+
+
+def _no_effect(cls: type, given: dict[str, Any]) -> list[tuple[str, str]]:
+    """`(key, problem)` for the keys written that the chosen options ignore, from the class's `no_effect(given)`."""
+    no_effect = getattr(cls, "no_effect", None)
+    return list(no_effect(given)) if no_effect is not None else []
 
 
 def _check_fields(cls: type, kwargs: dict[str, Any], problems: Problems, path: str) -> None:
@@ -285,10 +310,19 @@ def _convert_union(tp: Any, value: Any, problems: Problems, path: str) -> Any:
         if not trial.items:
             return result
     non_null = [o for o in options if o is not type(None)]
-    if len(non_null) == 1:  # Optional[X]: report X's own, more precise problem
-        return convert(non_null[0], value, problems, path)
+    shaped = [o for o in non_null if _container_for(o, value)]
+    if len(non_null) == 1 or len(shaped) == 1:  # Optional[X], or one option takes this shape: its own problem
+        return convert(non_null[0] if len(non_null) == 1 else shaped[0], value, problems, path)
     problems.add(path, f"expected {expected(tp)}, got {describe(value)}")
     return None
+
+
+def _container_for(tp: Any, value: Any) -> bool:
+    """True when `tp` is a mapping or list type (a config, dict, list, tuple) and `value` has that shape."""
+    origin = typing.get_origin(tp)
+    if origin is dict or (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
+        return isinstance(value, dict)
+    return origin in (list, tuple) and isinstance(value, list | tuple)
 
 
 def _convert_sequence(tp: Any, value: Any, problems: Problems, path: str) -> Any:
@@ -325,6 +359,10 @@ def _convert_scalar(tp: Any, value: Any, problems: Problems, path: str) -> Any:
         hint = ""
         if tp in (int, float) and isinstance(value, str):
             hint = " (write numbers without quotes; underscores like 10_000 are fine)"
+            suffixed = _SUFFIXED.fullmatch(value.strip())
+            number = float(suffixed.group(1)) * (1e3 if suffixed.group(2) in "kK" else 1e6) if suffixed else 0.5
+            if number.is_integer():
+                hint = f" (suffixes like k or M are not read; write {int(number):_} without quotes)"
         problems.add(path, f"expected {expected(tp)}, got {describe(value)}{hint}")
         return None
     return value

@@ -15,6 +15,7 @@ from typing import Any
 from amago_pipe.config.build import Problems, build, describe
 from amago_pipe.config.evaluate import EvaluateStageConfig
 from amago_pipe.config.export import ExportStageConfig
+from amago_pipe.config.online import OnlineConfig
 from amago_pipe.config.pipeline import PipelineConfig, name_problem
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.config.yaml_io import load_yaml, parse_scalar
@@ -65,6 +66,7 @@ def load_pipeline(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
     needs = check_graph(data.get("stages"), problems)
     if cfg is not None:
         check_best_has_validation(cfg, needs, problems)
+        check_partition_names(cfg, problems)
     problems.raise_if_any()
     assert cfg is not None  # problems were raised otherwise
     return LoadedPipeline(cfg, data, path, needs)
@@ -76,35 +78,67 @@ def _ancestors(key_path: str) -> list[str]:
 
 
 def apply_override(data: dict[str, Any], item: str) -> str:
-    """Apply one `a.b.c=value` override in place; return the key path. ConfigError if malformed."""
+    """Apply one `a.b.c=value` override in place; return its key path (or the first section it created).
+
+    Sections missing on the way (or null) are created, except a new stage; the strict build then names any
+    misspelt key. Each section on the way is copied first: a YAML anchor shares one object between places,
+    and the override must change only the place it names.
+    """
     key_path, sep, raw = item.partition("=")
     key_path = key_path.strip()
     if not sep or not key_path or any(not p for p in key_path.split(".")):
         raise ConfigError(f"--set {item}: expected KEY.PATH=VALUE, e.g. --set stages.train.epochs=5")
     parts = key_path.split(".")
     node: Any = data
-    for depth, part in enumerate(parts[:-1]):
-        where = ".".join(parts[: depth + 1])
-        if isinstance(node, dict):
-            if not isinstance(node.get(part), dict | list):
-                options = [k for k, v in node.items() if isinstance(v, dict | list)]
-                raise ConfigError(
-                    f"--set {item}: '{where}' is not a section of the pipeline"
-                    f" (sections here: {', '.join(map(str, options)) or 'none'}){did_you_mean(part, options)}"
-                )
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            raise ConfigError(f"--set {item}: '{where}' is not an index of the list at that position")
+    created = ""
+    for depth in range(len(parts) - 1):
+        node, made = _section(node, parts[: depth + 1], parts[depth + 1], item)
+        created = created or (".".join(parts[: depth + 1]) if made else "")
     leaf = parts[-1]
     if isinstance(node, list):
         if not (leaf.isdigit() and int(leaf) < len(node)):
-            raise ConfigError(f"--set {item}: '{leaf}' is not an index of the list at '{'.'.join(parts[:-1])}'")
+            raise ConfigError(
+                f"--set {item}: '{leaf}' is not an index of the list at '{'.'.join(parts[:-1])}' "
+                f"(it has {len(node)} items)"
+            )
         node[int(leaf)] = parse_scalar(raw)
     else:
         node[leaf] = parse_scalar(raw)
-    return key_path
+    return created or key_path
+
+
+def _section(node: dict[str, Any] | list[Any], parts: list[str], inner: str, item: str) -> tuple[Any, bool]:
+    """The section at `parts` in `node` (its parent), made this path's own copy, and whether it was created
+    (absent or null). `inner`: the next key, which must not be a list index in a created section."""
+    part, where = parts[-1], ".".join(parts)
+    if isinstance(node, list):
+        if not (part.isdigit() and int(part) < len(node)):
+            raise ConfigError(f"--set {item}: '{part}' is not an index of the list at '{'.'.join(parts[:-1])}'")
+        key: Any = int(part)
+    elif node.get(part) is None:
+        if parts[0] == "stages" and len(parts) == 2 and part not in node:
+            stages = [str(k) for k in node]
+            raise ConfigError(
+                f"--set {item}: no stage '{part}' (stages: {', '.join(stages) or 'none'}){did_you_mean(part, stages)}"
+                "; --set changes a stage of the file, it does not add one"
+            )
+        if inner.isdigit():
+            raise ConfigError(
+                f"--set {item}: '{where}' is not in the file, so it has no item {inner}; "
+                f"set the whole list instead, e.g. --set {where}=[...]"
+            )
+        node[part] = {}
+        return node[part], True
+    else:
+        key = part
+    child = node[key]
+    if not isinstance(child, dict | list):
+        raise ConfigError(
+            f"--set {item}: '{where}' is {describe(child)}, not a section, so nothing can be set inside it; "
+            f"set it whole (--set {where}=...) or make it a mapping in the file"
+        )
+    node[key] = copy.copy(child)
+    return node[key], False
 
 
 def resolve_references(data: dict[str, Any], problems: Problems) -> dict[str, Any]:
@@ -204,6 +238,33 @@ def check_best_has_validation(cfg: PipelineConfig, needs: dict[str, list[str]], 
                 f"`best` is the validation-best epoch, but train stage '{trains[0]}' has no `validate:`; "
                 "add a `validate:` block there or use `checkpoint: latest`",
             )
+
+
+def check_partition_names(cfg: PipelineConfig, problems: Problems) -> None:
+    """A train stage weighting a partition that nothing in the pipeline writes or declares, close to one that
+    something does, is a misspelling: at run time a weight on a partition that never appears is dropped."""
+    known = {"protected", "fifo", *cfg.partition_settings}
+    for stage in cfg.stages.values():
+        for attr in ("partition", "target"):  # what convert, collect and relabel stages write
+            if isinstance(written := getattr(stage, attr, None), str):
+                known.add(written)
+        if isinstance(online := getattr(stage, "online", None), OnlineConfig):
+            known.add(online.partition)
+    for name, stage in cfg.stages.items():
+        if not isinstance(stage, TrainStageConfig):
+            continue
+        weighted = [(f"stages.{name}.partitions.{p}", p) for p in stage.partitions]
+        for i, phase in enumerate(stage.partition_schedule):
+            weighted += [(f"stages.{name}.partition_schedule.{i}.weights.{p}", p) for p in phase.weights]
+        for where, partition in weighted:
+            hint = did_you_mean(partition, known)
+            if partition not in known and hint:
+                problems.add(
+                    where,
+                    f"no stage of this pipeline writes partition '{partition}' (written or declared: "
+                    f"{', '.join(sorted(known))}){hint} (if another pipeline fills '{partition}', declare it "
+                    f"under `store: {{partitions: {{{partition}: ...}}}}` with the settings it has there)",
+                )
 
 
 def find_cycle(needs: dict[str, list[str]]) -> list[str] | None:

@@ -53,6 +53,21 @@ class StoreConfig:
     partitions: dict[str, PartitionSettings] = field(default_factory=dict)
     """Per-partition settings, e.g. `{fifo: {capacity_timesteps: 200000}}`."""
 
+    def __post_init__(self) -> None:
+        protected = self.partitions.get("protected")
+        if protected is not None and protected.capacity_timesteps is not None:
+            raise FieldError(
+                "partitions.protected.capacity_timesteps",
+                "the protected partition is never evicted, so it takes no capacity; bound a fifo partition instead "
+                "(`partitions: {fifo: {capacity_timesteps: N}}`) and write the data that may be dropped there",
+            )
+        if protected is not None and protected.kind not in (None, "protected"):
+            raise FieldError(
+                "partitions.protected.kind",
+                f"the partition named protected is always of kind protected (never evicted), not '{protected.kind}'; "
+                "give a partition of another name that kind",
+            )
+
 
 @config
 class PipelineConfig:

@@ -6,8 +6,8 @@ Hyperparameters only (shapes come from the store's DataSpec). Config only: no to
 from __future__ import annotations
 
 import math
-from dataclasses import field
-from typing import ClassVar, Literal
+from dataclasses import field, fields
+from typing import Any, ClassVar, Literal, cast
 
 from amago_pipe.config.base import Component, config
 from amago_pipe.config.build import FieldError
@@ -43,6 +43,11 @@ def _check_filter_scale(cap: float | None, *, normalize: bool) -> None:
         raise FieldError("filter_scale_max", f"must be a positive number or null, got {cap}")
     if normalize:
         raise FieldError("filter_scale_max", "has no effect with filter_normalize: true; set one of them")
+
+
+_EXP_ONLY = ("filter_beta", "filter_max_weight", "filter_scale_max", "filter_normalize")
+_FILTER_READERS = {**dict.fromkeys(_EXP_ONLY, "exp"), "leak_slope": "leaky"}
+"""Agent fields read by one behaviour-cloning filter only (`fbc_filter`), and that filter."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -164,6 +169,23 @@ class AgentConfig(Component):
             self.reward_multiplier > 0.0 and math.isfinite(self.reward_multiplier)
         ):
             raise FieldError("reward_multiplier", f"must be a positive number or 'auto', got {self.reward_multiplier}")
+
+    @classmethod
+    def no_effect(cls, given: dict[str, Any]) -> list[tuple[str, str]]:
+        """`(key, problem)` for keys written in YAML (`given`) that the chosen options ignore. Values equal to the
+        default do not count (a file restating one still takes `--set` of the option); Python may build anything."""
+        defaults = {f.name: f.default for f in fields(cast(Any, cls))}
+        chosen = {name: given.get(name, defaults[name]) for name in ("fbc_filter", "n_step", "nstep_correction")}
+        out = [
+            (key, f"has no effect with fbc_filter: {chosen['fbc_filter']} (only the {reader} filter reads it); "
+             f"remove {key} or set fbc_filter: {reader}")
+            for key, reader in _FILTER_READERS.items()
+            if key in given and given[key] != defaults[key] and chosen["fbc_filter"] != reader
+        ]  # fmt: skip
+        if chosen["nstep_correction"] == "tree_backup" and chosen["n_step"] == 1:
+            why = "tree_backup has no effect with n_step: 1 (a one-step target has no later rewards to correct)"
+            out.append(("nstep_correction", f"{why}; set n_step above 1 or remove nstep_correction"))
+        return out
 
     @property
     def all_gammas(self) -> tuple[float, ...]:

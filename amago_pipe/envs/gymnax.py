@@ -18,6 +18,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from amago_pipe.config.build import describe
 from amago_pipe.errors import ConfigError, MissingDependencyError, did_you_mean
 
 INSTALL_HINT = 'pip install -e ".[gymnax]" (or: pip install gymnax six)'
@@ -71,13 +72,7 @@ class GymnaxVectorEnv(gym.vector.VectorEnv):  # type: ignore[type-arg]
         env, env_params = gymnax.make(name)
         if max_episode_steps is not None:
             params["max_steps_in_episode"] = max_episode_steps
-        unknown = sorted(set(params) - set(type(env_params).__dataclass_fields__))
-        if unknown:
-            raise ConfigError(
-                f"env.kwargs: gymnax env '{name}' has no parameter(s) {unknown}; its parameters are "
-                f"{sorted(type(env_params).__dataclass_fields__)}",
-                path="env.kwargs",
-            )
+        check_params(name, env_params, params)
         self.env, self.params = env, env_params.replace(**params)
         self.num_envs = num_envs
         self.single_observation_space = _to_gym_space(env.observation_space(self.params))
@@ -141,6 +136,43 @@ class GymnaxVectorEnv(gym.vector.VectorEnv):  # type: ignore[type-arg]
         terminated, truncated = np.array(terminated, dtype=bool), np.array(truncated, dtype=bool)
         self._needs_reset = terminated | truncated
         return np.array(obs, dtype=self._obs_dtype), np.array(reward, np.float64), terminated, truncated, {}
+
+
+def check_params(name: str, defaults: Any, params: dict[str, Any]) -> None:
+    """ConfigError naming the first of `params` that gymnax env `name`'s `EnvParams` (`defaults`) lacks, or whose
+    value is not of its default's kind (a boolean, a whole number, a finite number) or is a negative whole number
+    where the default is not (lengths, counts, intervals)."""
+    known = sorted(type(defaults).__dataclass_fields__)
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ConfigError(
+            f"env.kwargs: gymnax env '{name}' has no parameter(s) {unknown}; its parameters are {known}"
+            f"{did_you_mean(unknown[0], known)}",
+            path="env.kwargs",
+        )
+    for key, value in params.items():
+        default = getattr(defaults, key)
+        problem = _param_problem(default, value)
+        if problem:
+            raise ConfigError(
+                f"env.kwargs.{key}: gymnax env '{name}' takes {problem} for {key}, got {describe(value)}; "
+                f"e.g. {key}: {default!r} (its default)",
+                path=f"env.kwargs.{key}",
+            )
+
+
+def _param_problem(default: Any, value: Any) -> str:
+    """What `value` should be, as the kind of gymnax parameter `default` is; '' when it fits (arrays: not checked)."""
+    if isinstance(default, bool):
+        return "" if isinstance(value, bool) else "a boolean (true/false)"
+    if isinstance(default, int):
+        if not isinstance(value, int) or isinstance(value, bool):
+            return "a whole number"
+        return "a whole number >= 0" if default >= 0 and value < 0 else ""
+    if isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+        return "" if ok else "a finite number"
+    return ""
 
 
 def _to_gym_space(space: Any) -> spaces.Space:  # type: ignore[type-arg]

@@ -169,7 +169,7 @@ def test_every_problem_reported_at_once(tmp_path: Path):
     [
         ("stages.a.value", "expected KEY.PATH=VALUE"),
         ("=3", "expected KEY.PATH=VALUE"),
-        ("stages.zz.value=3", "'stages.zz' is not a section"),
+        ("stages.zz.value=3", "no stage 'zz' (stages: a); --set changes a stage of the file, it does not add one"),
         ("stagse.a.value=3", "did you mean 'stages'?"),
         ("stages.a.value=ten", "--set stages.a.value=ten: stages.a.value: expected an integer"),
         ("stages.a.colour=red", "--set stages.a.colour=red: stages.a.colour: unknown key 'colour'"),
