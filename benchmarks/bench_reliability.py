@@ -1,7 +1,7 @@
 """Reliability battery: SIGKILL/SIGTERM `amago-pipe` convert, collect, train and export processes at random moments.
 
     python benchmarks/bench_reliability.py [--kills 30] [--seed 0] [--scenarios convert-d4rl convert-minari
-        collect train export] [--sigterm-share 0.25] [--scale 1.0] [--workdir DIR]
+        collect train export online-shared] [--sigterm-share 0.25] [--scale 1.0] [--workdir DIR]
 
 Real CLI processes, real files, real signals. Each round starts concurrent writers into one store (two of the
 same source and one of another, or two pipelines and a CLI collect), signals one or two of them at a moment
@@ -12,6 +12,7 @@ is left once a later write ran (a final uninterrupted write closes each scenario
 run repeatedly, resumes it each time and compares its final checkpoint tensors (model and optimizer) with an
 uninterrupted run of the same config. `export` kills exports of a trained run: the folder must read back intact
 and the next export must reclaim what the killed one left; `--out` at user files, the run or the store is refused.
+`online-shared` kills and resumes an online run while another run directory of its store is refused (`online_rounds`).
 Prints a Markdown table; exits 1 when a check failed.
 """
 
@@ -44,11 +45,12 @@ from amago_pipe.testing.reliability import (
     export_refusals,
     export_rounds,
     leftovers,
+    online_rounds,
     run_all,
     verify_cli,
 )
 
-WEIGHTS = {"convert-d4rl": 3, "convert-minari": 2, "collect": 3, "train": 2, "export": 2}
+WEIGHTS = {"convert-d4rl": 3, "convert-minari": 2, "collect": 3, "train": 2, "export": 2, "online-shared": 2}
 """How `--kills` is shared between the scenarios."""
 SOURCE_STEPS = {"convert-d4rl": 300_000, "convert-minari": 80_000}
 """Timesteps per converted source: about one second of conversion on one core (HDF5 converts ~4x faster)."""
@@ -227,7 +229,7 @@ def collect_audit(store: Path, tags: list[str], cli_pids: list[int]) -> Audit:
     """Per writer: each pipeline stage (by tag) and each finished CLI collect (by pid) holds its episodes once;
     plus copies of one episode anywhere (every collected episode is distinct: each writer has its own seed)."""
     by_tag, by_pid = episodes_by_writer(store, PARTITION, "collect_stage")
-    found = [by_tag[t] for t in tags] + [by_pid[pid] for pid in cli_pids]
+    found = [sum(n for k, n in by_tag.items() if k.split("@")[0] == t) for t in tags] + [by_pid[p] for p in cli_pids]
     audit = Audit(expected=COLLECT_EPISODES * len(found), found=sum(by_tag.values()))
     audit.lost = sum(max(0, COLLECT_EPISODES - n) for n in found)
     audit.duplicates = sum(max(0, n - COLLECT_EPISODES) for n in found)
@@ -332,6 +334,20 @@ def export_scenario(b: Battery, kills: int) -> Row:
     return row
 
 
+def online_scenario(b: Battery, kills: int) -> Row:
+    """A small online training (toy env) killed and resumed, another run directory refused its FIFO: `online_rounds`."""
+    row, here = Row("online-shared", "2 run dirs"), b.dir / "online"
+    here.mkdir()
+    toy = "{factory: amago_pipe.envs.toy:make_toy_env, kwargs: {min_len: 4, max_len: 9}, n_envs: 2}"
+    online = f"    partitions: {{fifo: 1.0}}\n    online: {{env: {toy}, timesteps_per_epoch: 40}}\n"
+    (here / "p.yaml").write_text(TRAIN.format(store=here / "store.zarr", epochs=4) + online)
+    straight = b.spawn(row, "straight", "run", str(here / "p.yaml"), "--run-dir", str(here / "straight"))
+    row.problems += run_all([straight])
+    shutil.rmtree(here / "store.zarr", ignore_errors=True)  # the straight run only times the window
+    online_rounds(b, row, here / "p.yaml", here / "store.zarr", kills, window=straight.seconds)
+    return row
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -350,6 +366,7 @@ def run_scenario(b: Battery, name: str, kills: int, scale: float) -> Row:
         row = convert_scenario(b, name, kills, source, int(SOURCE_STEPS[name] * scale))
     else:
         scenarios = {"collect": collect_scenario, "train": train_scenario, "export": export_scenario}
+        scenarios["online-shared"] = online_scenario
         row = scenarios[name](b, kills)
     row.seconds = time.perf_counter() - started
     return row

@@ -2,7 +2,8 @@
 
 The only place converters meet the store (`TrajectoryStore.writer(atomic=True)`); a failed or interrupted
 conversion leaves the partition as it was and removes only what it wrote. Conversions of one source running
-at once settle on one copy. numpy + the store; no torch, no click.
+at once settle on one copy; a convert stage's conversion replaces what that stage wrote before (its `owner`
+tag). numpy + the store; no torch, no click.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 
 READ_AHEAD = 2
 """Episodes read ahead in a background thread while the store compresses and writes."""
+OWNER_ATTR = "convert_stage"
+"""Segment attribute: the tag of the convert stage that wrote a segment (`<pipeline>/<stage>@<run id>`, see
+`StageContext.tag`); absent on what `amago-pipe convert` writes."""
 
 
 def convert(
@@ -34,11 +38,15 @@ def convert(
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
     report_path: str | Path | None = None,
+    owner: str | None = None,
 ) -> ConversionReport:
     """Convert the source `config` names into `store_url`/`config.partition`; returns (and writes) the report.
 
-    Raises DataError/ConfigError/MissingDependencyError for bad input and Interrupted when `should_stop()`
-    turns true; in every such case the partition is unchanged (and a store created here is removed).
+    `owner` (a convert stage's tag) marks the segments written and, once the new data is in, drops what that
+    owner wrote earlier from any other source (`replaced_own_conversion` in the report). Earlier copies of this
+    source with other content are replaced when no other owner wrote them. Raises DataError/ConfigError/
+    MissingDependencyError for bad input and Interrupted when `should_stop()` turns true; in every such case the
+    partition is unchanged (and a store created here is removed).
     """
     converter = make_converter(config)
     report = ConversionReport(source=config.source.type, store=str(store_url), partition=config.partition)
@@ -47,7 +55,7 @@ def convert(
         _describe_source(report, info)
         if progress is not None and info.total_timesteps is not None:
             progress.update(total=info.total_timesteps)
-        _run(converter, info, config, store_url, report, progress, should_stop)
+        _run(converter, info, config, store_url, report, progress, should_stop, owner)
     except BaseException as e:
         report.error = f"{type(e).__name__}: {e}"
         report.finish("interrupted" if isinstance(e, Interrupted | KeyboardInterrupt) else "failed")
@@ -85,12 +93,13 @@ def _run(
     report: ConversionReport,
     progress: Progress | None,
     should_stop: Callable[[], bool] | None,
+    owner: str | None,
 ) -> None:
     from amago_pipe.store.leftovers import discard_if_unused
 
     store = _open_store(store_url, info)
     try:
-        _write(store, converter, info, config, report, progress, should_stop)
+        _write(store, converter, info, config, report, progress, should_stop, owner)
     except BaseException:
         if store.created:  # only ever what this process wrote: the store stays if anyone else wrote to it
             discard_if_unused(store.files)
@@ -105,21 +114,26 @@ def _write(
     report: ConversionReport,
     progress: Progress | None,
     should_stop: Callable[[], bool] | None,
+    owner: str | None,
 ) -> None:
     from amago_pipe.store.format import segment_origin
 
-    same, older = _previous_segments(store, config.partition, info)
+    same, older = _previous_segments(store, config.partition, info, owner)
     if same and not config.force:
-        _mark_skipped(report, _keep_one(store, config.partition, same) or same[0])
+        kept = _keep_one(store, config.partition, same) or same[0]
+        _mark_skipped(report, kept)
+        _replace_own(store, config.partition, owner, segment_origin(kept.id), report)
         return
     attrs = {
         "source_fingerprint": info.fingerprint,
         "source": info.name,
         "converter": config.source.type,
         "env_name": info.env_name,
+        **({OWNER_ATTR: owner} if owner else {}),
     }
     with store.writer(config.partition, atomic=True, attrs=attrs) as writer:
         _write_episodes(converter, config, writer, report, progress, should_stop)
+    mine = writer.sealed[-1].id
     replaced = same + older
     if replaced:
         store.drop_segments(config.partition, [s.id for s in replaced])
@@ -131,21 +145,42 @@ def _write(
             + " were dropped after the new data was committed",
             count_episode=False,
         )
+    _replace_own(store, config.partition, owner, segment_origin(mine), report)
     earlier = {s.id for s in replaced}
-    concurrent = [s for s in store.segments(config.partition) if s.attrs.get("source") == info.name]
-    kept = _keep_one(store, config.partition, [s for s in concurrent if s.id not in earlier])
-    mine = writer.sealed[-1].id
-    if kept is None or segment_origin(kept.id) != segment_origin(mine):  # a fifo capacity may have trimmed ours
-        report.adjust(
-            "converted_concurrently",
-            f"another conversion of this source into '{config.partition}' ran at the same time and committed "
-            f"segment {kept.id if kept else '(replaced since)'}; this conversion's copy ({mine}) was dropped so "
-            "the partition holds the source once",
-            count_episode=False,
-        )
-        report.finish("skipped")
-        return
-    report.finish("converted")
+    report.finish("skipped" if _copy_elsewhere(store, config, info, owner, earlier, mine, report) else "converted")
+
+
+def _copy_elsewhere(
+    store: TrajectoryStore,
+    config: ConvertStageConfig,
+    info: SourceInfo,
+    owner: str | None,
+    earlier: set[str],
+    mine: str,
+    report: ConversionReport,
+) -> bool:
+    """Settle conversions of this source that ran at once on one copy; True when another's was kept (ours dropped).
+    An owner leaves other owners' copies of other content alone (see `_previous_segments`)."""
+    from amago_pipe.store.format import segment_origin
+
+    concurrent = [
+        s
+        for s in store.segments(config.partition)
+        if s.attrs.get("source") == info.name
+        and s.id not in earlier
+        and (owner is None or s.attrs.get("source_fingerprint") == info.fingerprint)
+    ]
+    kept = _keep_one(store, config.partition, concurrent)
+    if kept is not None and segment_origin(kept.id) == segment_origin(mine):  # a fifo capacity may have trimmed ours
+        return False
+    report.adjust(
+        "converted_concurrently",
+        f"another conversion of this source into '{config.partition}' ran at the same time and committed "
+        f"segment {kept.id if kept else '(replaced since)'}; this conversion's copy ({mine}) was dropped so "
+        "the partition holds the source once",
+        count_episode=False,
+    )
+    return True
 
 
 def _open_store(store_url: str | Path, info: SourceInfo) -> TrajectoryStore:
@@ -166,15 +201,46 @@ def _open_store(store_url: str | Path, info: SourceInfo) -> TrajectoryStore:
 
 
 def _previous_segments(
-    store: TrajectoryStore, partition: str, info: SourceInfo
+    store: TrajectoryStore, partition: str, info: SourceInfo, owner: str | None
 ) -> tuple[list[SegmentInfo], list[SegmentInfo]]:
-    """Segments of `partition` from this exact source+options, and from the same source with other content/options."""
+    """Segments of `partition` from this exact source+options, and from the same source with other content/options
+    (for an `owner`: only its own and those no stage owns; another run's or stage's stay)."""
     if partition not in store.partitions():
         return [], []
     segments = store.segments(partition)
     same = [s for s in segments if s.attrs.get("source_fingerprint") == info.fingerprint]
     older = [s for s in segments if s.attrs.get("source") == info.name and s not in same]
+    if owner is not None:
+        older = [s for s in older if s.attrs.get(OWNER_ATTR) in (None, owner)]
     return same, older
+
+
+def _replace_own(
+    store: TrajectoryStore, partition: str, owner: str | None, kept_origin: str, report: ConversionReport
+) -> None:
+    """Drop the segments `owner` wrote earlier (another source, other options) but the one just kept or written
+    (`kept_origin`, see `segment_origin`), and say so in the report."""
+    from amago_pipe.store.format import segment_origin
+
+    if owner is None:
+        return
+    own = [
+        s for s in store.segments(partition) if s.attrs.get(OWNER_ATTR) == owner and segment_origin(s.id) != kept_origin
+    ]
+    if not own:
+        return
+    store.drop_segments(partition, [s.id for s in own])
+    report.replaced_segments += [s.id for s in own]
+    steps = sum(s.timesteps for s in own)
+    sources = ", ".join(sorted({str(s.attrs.get("source")) for s in own}))
+    report.adjust(
+        "replaced_own_conversion",
+        f"{len(own)} segment(s) this stage wrote earlier ({sum(s.episodes for s in own)} episodes, {steps} "
+        f"timesteps from {sources}) were dropped after the new data was committed: a stage's re-run replaces "
+        "what it wrote",
+        timesteps=steps,
+        count_episode=False,
+    )
 
 
 def _keep_one(store: TrajectoryStore, partition: str, copies: list[SegmentInfo]) -> SegmentInfo | None:

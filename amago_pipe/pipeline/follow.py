@@ -3,8 +3,9 @@ and appends to its FIFO partition until the learner finishes.
 
 The follower reads the stage's config from the run's lock file, builds the same envs and exploration, and
 reloads `policy/latest.safetensors` into its agent whenever the learner writes a newer epoch (memory kept).
-Each writer session is tagged with the follower and the policy version (epoch) that collected it, so the
-learner can log how stale its data is. Several followers (on this machine or others sharing the store) may
+Each writer session is tagged with the follower, the followed run's id (its data is that run's: the learner's
+ownership check counts it as its own, and its resume keeps it) and the policy version (epoch) that collected it,
+so the learner can log how stale its data is. Several followers (on this machine or others sharing the store) may
 run at once: the store takes concurrent writers.
 """
 
@@ -23,7 +24,7 @@ from amago_pipe.config.build import Problems, build
 from amago_pipe.config.stages import StageConfig
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import ConfigError, DataError
-from amago_pipe.pipeline.lockfile import LockFile, effective_status
+from amago_pipe.pipeline.lockfile import LockFile, effective_status, tagged
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train.online import OnlineCollector
 from amago_pipe.train.policy_loading import load_agent, policy_path, read_meta
@@ -84,7 +85,7 @@ def follow(
     agent, meta = load_agent(policy_file)
     version = int(meta.get("epoch", 0))
     store = TrajectoryStore.open(store_url or lock_store)
-    tag = f"follower:{socket.gethostname()}:{os.getpid()}"
+    tag = tagged(f"follower:{socket.gethostname()}:{os.getpid()}", LockFile.load(run_dir).run_id)
     collector = OnlineCollector(online, agent, store, seed=seed, tag=tag, where=f"--follow {run_dir}", device="cpu")
     chunks = 0
     try:

@@ -6,9 +6,12 @@ leaves files the next run understands. Torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import re
+import secrets
 import socket
 import time
 from collections.abc import Iterator
@@ -26,6 +29,8 @@ LOCK_FILE = "pipeline.lock.json"
 RUN_LOCK = ".run.lock"
 RUN_LOCK_GUARD = ".run.lock.guard"
 """Never deleted: processes taking the run lock hold an flock on it, so one stale-lock takeover wins."""
+RUN_ID_FILE = ".run_id"
+"""A copy of the lock file's run id, so a run directory keeps its identity when its lock file is deleted."""
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -81,18 +86,40 @@ class StageRecord:
         return None if self.started is None or self.ended is None else self.ended - self.started
 
 
+def kept_run_id(run_dir: Path) -> str:
+    """The run id in the run directory's `RUN_ID_FILE` ('' when there is none)."""
+    with contextlib.suppress(OSError):
+        return (run_dir / RUN_ID_FILE).read_text().strip()
+    return ""
+
+
+def new_run_id(run_dir: Path) -> str:
+    """A new run id: the run directory's name (letters, digits, `._-` kept) and 6 random hex digits."""
+    return f"{re.sub(r'[^A-Za-z0-9._-]', '-', Path(run_dir).resolve().name)[:40]}-{secrets.token_hex(3)}"
+
+
+def tagged(label: str, run_id: str) -> str:
+    """`<label>@<run id>`, the tag of a run's store segments; just `label` for a run without an id."""
+    return f"{label}@{run_id}" if run_id else label
+
+
 @dataclass
 class LockFile:
     """`pipeline.lock.json`: versioned per-stage records of one run directory."""
 
     path: Path
     stages: dict[str, StageRecord] = field(default_factory=dict)
+    run_id: str = ""
+    """The run directory's identity, made with its lock file and kept for good (also in `RUN_ID_FILE`, should the
+    lock file be deleted): the stages tag their store segments with it, so runs sharing a store never take each
+    other's data for their own. '' in a lock file written before run ids (its stages keep tagging segments
+    `<pipeline>/<stage>`, as they did)."""
 
     @classmethod
     def load(cls, run_dir: Path) -> LockFile:
         path = run_dir / LOCK_FILE
         if not path.exists():
-            return cls(path)
+            return cls(path, run_id=kept_run_id(run_dir) or new_run_id(run_dir))
         try:
             data = json.loads(path.read_text())
             if data.get("format", 0) > LOCK_FORMAT:
@@ -102,11 +129,12 @@ class LockFile:
                 )
             known = set(StageRecord.__dataclass_fields__)
             stages = {k: StageRecord(**{f: v for f, v in r.items() if f in known}) for k, r in data["stages"].items()}
+            run_id = str(data.get("run_id") or "")
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise StoreFormatError(
                 f"{path}: damaged lock file ({e}); delete it to re-run every stage from scratch"
             ) from e
-        return cls(path, stages)
+        return cls(path, stages, run_id)
 
     def record(self, stage: str) -> StageRecord:
         return self.stages.setdefault(stage, StageRecord())
@@ -115,9 +143,12 @@ class LockFile:
         data = {
             "format": LOCK_FORMAT,
             "amago_pipe_version": __version__,
+            **({"run_id": self.run_id} if self.run_id else {}),
             "stages": {k: asdict(v) for k, v in self.stages.items()},
         }
         write_atomic(self.path, json.dumps(data, indent=2) + "\n")
+        if self.run_id and kept_run_id(self.path.parent) != self.run_id:
+            write_atomic(self.path.parent / RUN_ID_FILE, self.run_id + "\n")
 
 
 def effective_status(record: StageRecord) -> str:

@@ -78,6 +78,8 @@ class Runner:
         self.decisions: list[Decision] = []
         self.rank = int(os.environ.get("RANK", "0"))
         """Process rank under torchrun/accelerate; ranks > 0 run only `distributed` stages and record nothing."""
+        self.run_id = ""
+        """The run directory's id (from its lock file), which the stages tag their store segments with."""
 
     # ---- planning -------------------------------------------------------------------------------
     def _context(self, name: str, resume: bool = False) -> StageContext:
@@ -89,6 +91,7 @@ class Runner:
             run_dir=self.run_dir,
             upstream={d: stage_dir(self.run_dir, d) for d in self.loaded.needs[name]},
             resume=resume,
+            run_id=self.run_id,
             seed=(cfg.seed * 1_000_003 + zlib.crc32(name.encode())) % 2**31,
             log=logging.getLogger(f"amago_pipe.stage.{name}"),
             stop_event=self.stop_event,
@@ -226,6 +229,7 @@ class Runner:
 
     def _walk(self, lock: LockFile, sel: Selection, selected: set[str], *, execute: bool) -> list[Decision]:
         rerun: set[str] = set()
+        self.run_id = lock.run_id
         decisions = self.decisions = []
         for name in topological_order(self.loaded.needs):
             d = self.decide(name, lock, sel, rerun, selected)

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from amago_pipe.config.pipeline import PipelineConfig
 from amago_pipe.config.stages import StageConfig
 from amago_pipe.errors import ConfigError, Interrupted
+from amago_pipe.pipeline.lockfile import tagged
 from amago_pipe.progress import Progress, SilentProgress
 
 
@@ -36,6 +37,8 @@ class StageContext:
     """True when a resumable stage continues its previous output in `out_dir` (interrupted, or finished
     and extended, e.g. more `epochs`)."""
     seed: int = 0
+    run_id: str = ""
+    """The run directory's identity (see `LockFile.run_id`); '' for one made before run ids."""
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("amago_pipe.stage"))
     stop_event: threading.Event = field(default_factory=threading.Event)
     progress_factory: Any = None
@@ -51,6 +54,12 @@ class StageContext:
                 path="store",
             )
         return path
+
+    @property
+    def tag(self) -> str:
+        """What this stage's store segments are tagged with: `<pipeline>/<stage>@<run id>` (`<pipeline>/<stage>`
+        without a run id). A re-run replaces the segments of its own tag only, never another run's."""
+        return tagged(f"{self.pipeline.name}/{self.name}", self.run_id)
 
     def configure_store(self, store: Any) -> None:
         """Apply the pipeline's `store: {partitions: ...}` settings (e.g. a fifo capacity) to an open store."""

@@ -3,8 +3,9 @@ collects is appended to a FIFO partition of the store, which the learner samples
 
 Each epoch's data is one writer session whose segments carry `online_run`/`run_id`/`online_epoch` attributes; on
 resume, this run's segments of epochs after the last checkpoint are dropped, so the store holds exactly what the
-resumed counters describe. A FIFO partition holding another run's online data is refused (`check_owner`). The policy's memory (KV cache / hidden state) persists across steps and is reset per env
-at each episode start. Envs restart on resume (their state is not checkpointable).
+resumed counters describe; a FIFO partition holding another run's online data is refused (`check_owner`). The
+policy's memory (KV cache / hidden state) persists across steps and is reset per env at each episode start. Envs
+restart on resume (their state is not checkpointable).
 """
 
 from __future__ import annotations
@@ -163,10 +164,11 @@ def check_owner(store: TrajectoryStore, partition: str, tag: str, *, where: str)
     latest = max(foreign, key=lambda s: s.sealed)
     other = latest.attrs.get(RUN_ID_ATTR) or "made before run ids"
     more = len({s.attrs.get(RUN_ID_ATTR, "") for s in foreign}) - 1
+    episodes = sum(s.episodes for s in foreign)
     raise DataError(
         f"{where}: store partition '{partition}' ({store.url}) holds online data of another run "
-        f"({latest.attrs[RUN_ATTR]}, run {other}{f', and {more} more runs' if more else ''}: "
-        f"{sum(s.episodes for s in foreign)} episodes, last written {_ago(latest.sealed)}); runs sharing a FIFO "
+        f"({latest.attrs[RUN_ATTR]}, run {other}{f', and {more} more runs' if more else ''}: {episodes} "
+        f"episode{'s' * (episodes != 1)}, last written {_ago(latest.sealed)}); runs sharing a FIFO "
         "would train on each other's episodes. Give this run its own store (`--set store=...`) or its own FIFO "
         "partition (`online.partition`, weighted in `partitions:`)"
     )

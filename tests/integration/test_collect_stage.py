@@ -186,3 +186,42 @@ def test_collected_store_exports_to_minari_with_the_env_spaces(tmp_path: Path) -
     dataset = minari.load_dataset("toy/exported-v0")
     assert dataset.observation_space == env.observation_space and dataset.action_space == env.action_space
     assert isinstance(dataset.observation_space, gym.spaces.Dict)
+
+
+SHARED_STORE = """\
+version: 1
+name: shared
+store: store.zarr
+stages:
+  data:
+    type: collect
+    env: {id: CartPole-v1, n_envs: 2}
+    policies: [{policy: {type: random}, episodes: 3}]
+"""
+
+
+def test_a_collect_stage_of_another_run_dir_keeps_the_first_runs_data(tmp_path: Path, amago: Any) -> None:
+    """Two run directories of one pipeline sharing a store: each run's re-run replaces its own episodes only."""
+    (tmp_path / "p.yaml").write_text(SHARED_STORE)
+    amago("run", "p.yaml", "--run-dir", "runs/a", check=True)
+    amago("run", "p.yaml", "--run-dir", "runs/b", "--set", "seed=1", check=True)
+    store = TrajectoryStore.open(tmp_path / "store.zarr")
+    assert store.partition_info("protected").episodes == 6  # b's stage dropped a's episodes before
+    ids = {d: json.loads((tmp_path / f"runs/{d}/pipeline.lock.json").read_text())["run_id"] for d in ("a", "b")}
+    tags = sorted(str(s.attrs["collect_stage"]) for s in store.segments("protected"))
+    assert tags == [f"shared/data@{ids['a']}", f"shared/data@{ids['b']}"] and ids["a"] != ids["b"]
+    before_b = [s.id for s in store.segments("protected") if s.attrs["collect_stage"].endswith(ids["b"])]
+    forced = amago("run", "p.yaml", "--run-dir", "runs/a", "--force", check=True)
+    report = json.loads((tmp_path / "runs/a/stages/data/report.json").read_text())
+    assert report["output"]["replaced_segments"] == 1, forced.stdout
+    store = TrajectoryStore.open(tmp_path / "store.zarr")
+    assert store.partition_info("protected").episodes == 6
+    assert [s.id for s in store.segments("protected") if s.attrs["collect_stage"].endswith(ids["b"])] == before_b
+    (tmp_path / "runs/a/pipeline.lock.json").unlink()  # "delete it to re-run every stage": still run a
+    amago("run", "p.yaml", "--run-dir", "runs/a", check=True)
+    assert _run_id(tmp_path, "a") == ids["a"]
+    assert TrajectoryStore.open(tmp_path / "store.zarr").partition_info("protected").episodes == 6
+
+
+def _run_id(tmp_path: Path, run_dir: str) -> str:
+    return str(json.loads((tmp_path / f"runs/{run_dir}/pipeline.lock.json").read_text())["run_id"])

@@ -67,3 +67,36 @@ def test_failing_source_fails_the_stage_and_leaves_the_store(amago, tmp_path: Pa
     store = TrajectoryStore.open(tmp_path / "store.zarr")
     assert store.partition_info("protected").timesteps == 4
     assert lock(tmp_path)["more"]["status"] == "failed"
+
+
+ONE_SOURCE = """\
+version: 1
+name: conv
+store: store.zarr
+stages:
+  data: {type: convert, source: {type: d4rl, path: a.hdf5}, partition: protected}
+"""
+
+
+def test_a_new_source_replaces_the_stages_old_data_and_says_so(amago, tmp_path: Path):
+    write(tmp_path, "a.hdf5", [40, 60], seed=0)
+    write(tmp_path, "b.hdf5", [30], seed=1)
+    write(tmp_path, "c.hdf5", [7], seed=2)
+    (tmp_path / "p.yaml").write_text(ONE_SOURCE)
+    amago("run", "p.yaml", check=True)
+    switched = amago("run", "p.yaml", "--set", "stages.data.source.path=b.hdf5", check=True)
+    store = TrajectoryStore.open(tmp_path / "store.zarr")
+    assert store.partition_info("protected").timesteps == 30  # a.hdf5's 100 steps were kept next to b's before
+    report = json.loads((tmp_path / "runs/conv/stages/data/report.json").read_text())
+    replaced = {a["kind"]: a for a in report["adjustments"]}["replaced_own_conversion"]
+    assert replaced["timesteps"] == 100 and len(report["replaced_segments"]) == 1
+    assert "2 episodes, 100 timesteps from" in switched.stderr and "a.hdf5" in switched.stderr
+    assert "100 timesteps from" in (tmp_path / "runs/conv/stages/data/stage.log").read_text()
+    other = amago("run", "p.yaml", "--run-dir", "runs/other", "--set", "stages.data.source.path=c.hdf5", check=True)
+    assert "replaced_own_conversion" not in other.stderr + other.stdout
+    store = TrajectoryStore.open(tmp_path / "store.zarr")
+    assert store.partition_info("protected").timesteps == 37  # another run's stage leaves this run's data alone
+    again = amago("run", "p.yaml", "--run-dir", "runs/other", "--set", "stages.data.source.path=b.hdf5", check=True)
+    assert "7 timesteps from" in again.stderr  # it already holds b.hdf5 (this run's copy): only c.hdf5 goes
+    store = TrajectoryStore.open(tmp_path / "store.zarr")
+    assert store.partition_info("protected").timesteps == 30

@@ -15,7 +15,7 @@ from cli_support import cli_env
 
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.store.verify import verify_store
-from amago_pipe.train.online import EPOCH_ATTR, RUN_ATTR
+from amago_pipe.train.online import EPOCH_ATTR, RUN_ATTR, RUN_ID_ATTR
 
 PIPELINE = """
 version: 1
@@ -76,6 +76,8 @@ def test_killed_online_training_resumes_without_losing_or_repeating_data(tmp_pat
     assert verify_store(store).ok
     epochs = [int(s.attrs[EPOCH_ATTR]) for s in store.segments("fifo") if s.attrs.get(RUN_ATTR)]
     assert sorted(epochs) == list(range(6)), epochs  # one writer session per epoch: none lost, none twice
+    run_id = json.loads((tmp_path / STAGE.parents[1] / "pipeline.lock.json").read_text())["run_id"]
+    assert {s.attrs.get(RUN_ID_ATTR) for s in store.segments("fifo")} == {run_id}  # the id survived two resumes
     state = json.loads((tmp_path / STAGE / "checkpoints/latest/state.json").read_text())["state"]
     assert state["epoch"] == 6 and state["online"]["env_steps"] == 6 * 40
     assert state["online"]["exploration"]["timesteps"] == 6 * 40

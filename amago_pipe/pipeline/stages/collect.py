@@ -23,7 +23,8 @@ class CollectStage(Stage):
     config: CollectStageConfig
 
     def _tag(self) -> str:
-        return f"{self.ctx.pipeline.name}/{self.ctx.name}"
+        """This run's and stage's tag (`ctx.tag`): a re-run replaces these segments, not other runs' copies."""
+        return self.ctx.tag
 
     def input_fingerprints(self) -> dict[str, str]:
         """Source hashes of scripted controllers, so editing one re-runs the stage."""

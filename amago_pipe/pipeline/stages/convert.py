@@ -16,7 +16,8 @@ REPORT_FILE = "report.json"
 
 
 class ConvertStage(Stage):
-    """Converts `source` into `partition`; idempotent (a source already in the partition is a no-op)."""
+    """Converts `source` into `partition`; idempotent (a source already in the partition is a no-op). It owns what
+    it wrote (tagged `ctx.tag`): a re-run with another source replaces its earlier data, never another run's."""
 
     config: ConvertStageConfig
 
@@ -54,7 +55,12 @@ class ConvertStage(Stage):
         ctx, cfg = self.ctx, self.config
         with ctx.progress(f"convert {cfg.source.describe()}", unit="timesteps") as task:
             report = convert(
-                cfg, ctx.store, progress=task, should_stop=ctx.should_stop, report_path=ctx.out_dir / REPORT_FILE
+                cfg,
+                ctx.store,
+                progress=task,
+                should_stop=ctx.should_stop,
+                report_path=ctx.out_dir / REPORT_FILE,
+                owner=ctx.tag,
             )
         ctx.log.info(
             "%s: %s %d episodes / %d timesteps into '%s' (%d adjustment kinds; report in %s)",
@@ -66,4 +72,7 @@ class ConvertStage(Stage):
             len(report.adjustments),
             ctx.out_dir / REPORT_FILE,
         )
+        own = report.adjustments.get("replaced_own_conversion")
+        if own is not None:  # its data changed beyond this source: said where the user looks
+            ctx.log.warning("stages.%s: %s", ctx.name, own.message)
         return {"timesteps": report.timesteps, "episodes": report.episodes, "status": report.status}

@@ -22,7 +22,7 @@ from amago_pipe.store.leftovers import discard_partition_if_unused
 from amago_pipe.store.tools import written_by
 
 STAGE_ATTR = "relabel_stage"
-"""Segment attribute naming the pipeline/stage that wrote a segment (so a re-run replaces it)."""
+"""Segment attribute naming the run and stage that wrote a segment (`ctx.tag`, so a re-run replaces it)."""
 
 
 class RelabelStage(Stage):
@@ -31,7 +31,8 @@ class RelabelStage(Stage):
     config: RelabelStageConfig
 
     def _tag(self) -> str:
-        return f"{self.ctx.pipeline.name}/{self.ctx.name}"
+        """This run's and stage's tag (`ctx.tag`): a re-run replaces these segments, not other runs' copies."""
+        return self.ctx.tag
 
     def _open(self) -> TrajectoryStore:
         try:

@@ -48,7 +48,8 @@ class TrainStage(Stage):
         return store
 
     def _data_tag(self) -> str:
-        return f"{self.ctx.pipeline.name}/{self.ctx.name}"
+        """Its online segments' tag (`ctx.tag`, run id included): a resume drops only these, never another run's."""
+        return self.ctx.tag
 
     def input_fingerprints(self) -> dict[str, str]:
         """The fingerprint of every weighted partition it reads (a missing one shows as `missing`; run() explains),
@@ -149,6 +150,10 @@ class TrainStage(Stage):
                 cfg.validate, spec=store.spec, seed=seed + 1, where=where, check_stop=ctx.check_stop
             )
         learner = Learner(cfg, store, ctx.out_dir, seed=seed, hooks=hooks)
+        if cfg.online is not None and learner.rt.is_main:
+            from amago_pipe.train.online import check_owner
+
+            check_owner(store, cfg.online.partition, self._data_tag(), where=f"{where}.online.partition")
         if ctx.resume and learner.resume():
             ctx.log.info("resuming %s at epoch %d", ctx.name, learner.state.epoch)
             if cfg.online is not None:
