@@ -1,17 +1,20 @@
 """DataSpec: what a dataset or environment looks like (observation keys, action space, goals).
 
-The spec is stored with the data and is the only source of shapes; YAML carries hyperparameters.
+The spec is stored with the data and is the only source of shapes; YAML carries hyperparameters. Text keys hold
+token ids, marked by their `TextSpec` (vocabulary and length, `amago_pipe.tokens`).
 Leaf module: numpy only (gymnasium is imported lazily inside `from_spaces`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from amago_pipe.errors import DataError
+from amago_pipe.tokens import TOKEN_DTYPE, TextSpec
 
 ActionKind = Literal["discrete", "continuous", "multibinary", "multidiscrete"]
 KEY_SEP = "/"
@@ -28,13 +31,27 @@ class ArraySpec:
     dtype: str
     low: float | None = None
     high: float | None = None
+    text: TextSpec | None = None
+    """Set on a text key: its `(max_tokens,)` values are token ids of this vocabulary, not numbers."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"shape": list(self.shape), "dtype": self.dtype, "low": self.low, "high": self.high}
+        out = {"shape": list(self.shape), "dtype": self.dtype, "low": self.low, "high": self.high}
+        return {**out, "text": self.text.to_json()} if self.text is not None else out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ArraySpec:
-        return cls(tuple(int(s) for s in d["shape"]), str(d["dtype"]), d.get("low"), d.get("high"))
+        text = TextSpec.from_json(d["text"]) if d.get("text") is not None else None
+        return cls(tuple(int(s) for s in d["shape"]), str(d["dtype"]), d.get("low"), d.get("high"), text)
+
+    @property
+    def kind(self) -> str:
+        """`text` for token ids, else `array`."""
+        return "text" if self.text is not None else "array"
+
+
+def text_array_spec(text: TextSpec) -> ArraySpec:
+    """The ArraySpec of a text key read as `text`'s token ids."""
+    return ArraySpec((text.max_tokens,), TOKEN_DTYPE, 0.0, float(text.vocab_size - 1), text)
 
 
 @dataclass(frozen=True)
@@ -135,6 +152,8 @@ class DataSpec:
                     f"observations['{key}']: {against} has shape {a.shape} {a.dtype}, "
                     f"{what} has shape {b.shape} {b.dtype}"
                 )
+            elif a.text != b.text:
+                problems.append(f"observations['{key}']: {_text_difference(a.text, b.text, against, what)}")
         a_act, b_act = self.action, other.action
         if (a_act.kind, a_act.shape, a_act.n, a_act.nvec) != (b_act.kind, b_act.shape, b_act.n, b_act.nvec):
             problems.append(f"action: {against} has {describe_action(a_act)}, {what} has {describe_action(b_act)}")
@@ -142,6 +161,21 @@ class DataSpec:
             problems.append(f"goal fields differ: {against} has {sorted(self.goals)}, {what} has {sorted(other.goals)}")
         if problems:
             raise DataError(f"{what} does not match the {against}'s data spec: " + "; ".join(problems))
+
+
+def _text_difference(a: TextSpec | None, b: TextSpec | None, against: str, what: str) -> str:
+    """Why two text keys' token ids do not mean the same words."""
+    if a is None or b is None:
+        text_side = against if a is not None else what
+        return f"token ids of a text in the {text_side}, numbers in the other"
+    if a.vocabulary != b.vocabulary:
+        extra = sorted(set(b.vocabulary) - set(a.vocabulary))[:5]
+        return (
+            f"text vocabularies differ ({against}: {len(a.vocabulary)} words, {what}: {len(b.vocabulary)}"
+            + (f"; {what} adds {extra}" if extra else "; same words in another order")
+            + "): use the same `text.vocabulary`"
+        )
+    return f"text tokenizers differ ({a.tokenizer} vs {b.tokenizer})"
 
 
 def describe_action(a: ActionSpec) -> str:
@@ -189,40 +223,72 @@ def action_spec(space: Any) -> ActionSpec:
     )
 
 
-def flatten_space(space: Any, prefix: str = "") -> dict[str, ArraySpec]:
-    """Flatten a (possibly nested) observation space to `{key: ArraySpec}` with '/'-joined keys."""
+def flatten_space(space: Any, prefix: str = "", *, text: Mapping[str, TextSpec] | None = None) -> dict[str, ArraySpec]:
+    """Flatten a (possibly nested) observation space to `{key: ArraySpec}` with '/'-joined keys; text leaves named in
+    `text` (or token-id spaces carrying a `text_spec`, as `amago_pipe.envs.text` makes) become token-id keys."""
     from gymnasium import spaces
 
-    if isinstance(space, spaces.Dict):
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        items = space.spaces.items() if isinstance(space, spaces.Dict) else enumerate(space.spaces)
         out: dict[str, ArraySpec] = {}
-        for k, sub in space.spaces.items():
-            out.update(flatten_space(sub, f"{prefix}{k}{KEY_SEP}"))
-        return out
-    if isinstance(space, spaces.Tuple):
-        out = {}
-        for i, sub in enumerate(space.spaces):
-            out.update(flatten_space(sub, f"{prefix}{i}{KEY_SEP}"))
+        for k, sub in items:
+            out.update(flatten_space(sub, f"{prefix}{k}{KEY_SEP}", text=text))
         return out
     key = prefix[: -len(KEY_SEP)] if prefix else DEFAULT_OBS_KEY
+    if isinstance(getattr(space, "text_spec", None), TextSpec):
+        return {key: text_array_spec(space.text_spec)}
+    if is_text_space(space):
+        if text is not None and key in text:
+            return {key: text_array_spec(text[key])}
+        raise DataError(
+            f"unsupported observation space {type(space).__name__} at '{key}' (text) unless read as word ids: set "
+            "`text: {vocabulary: minigrid, max_tokens: 32}` (or a list of words)"
+        )
+    return {key: _leaf_spec(space, key)}
+
+
+def _leaf_spec(space: Any, key: str) -> ArraySpec:
+    """The ArraySpec of a Box, Discrete, MultiBinary or MultiDiscrete space."""
+    from gymnasium import spaces
+
     if isinstance(space, spaces.Box):
         low, high = np.min(space.low), np.max(space.high)
-        return {
-            key: ArraySpec(
-                tuple(int(s) for s in space.shape),
-                np.dtype(space.dtype).name,
-                float(low) if np.isfinite(low) else None,
-                float(high) if np.isfinite(high) else None,
-            )
-        }
+        return ArraySpec(
+            tuple(int(s) for s in space.shape),
+            np.dtype(space.dtype).name,
+            float(low) if np.isfinite(low) else None,
+            float(high) if np.isfinite(high) else None,
+        )
     if isinstance(space, spaces.Discrete):
-        return {key: ArraySpec((), "int64", float(space.start), float(int(space.start) + int(space.n) - 1))}
+        return ArraySpec((), "int64", float(space.start), float(int(space.start) + int(space.n) - 1))
     if isinstance(space, spaces.MultiBinary):
-        return {key: ArraySpec(tuple(int(s) for s in np.atleast_1d(space.n)), "int8", 0.0, 1.0)}
+        return ArraySpec(tuple(int(s) for s in np.atleast_1d(space.n)), "int8", 0.0, 1.0)
     if isinstance(space, spaces.MultiDiscrete):
         start = np.asarray(space.start)
         low, high = float(np.min(start)), float(np.max(start + space.nvec - 1))
-        return {key: ArraySpec(tuple(int(s) for s in np.shape(space.nvec)), "int64", low, high)}
+        return ArraySpec(tuple(int(s) for s in np.shape(space.nvec)), "int64", low, high)
     raise DataError(f"unsupported observation space {type(space).__name__} at '{key}'")
+
+
+def is_text_space(space: Any) -> bool:
+    """Whether observations of `space` are strings: gymnasium's `Text`, or any space of a string dtype (MiniGrid's
+    `MissionSpace`)."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Text):
+        return True
+    dtype = getattr(space, "dtype", None)
+    return isinstance(space, spaces.Space) and dtype is not None and np.dtype(dtype).kind in "US"
+
+
+def text_keys(space: Any, prefix: str = "") -> list[str]:
+    """Flattened keys of the text leaves of an observation space (as `flatten_space` names them)."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        items = space.spaces.items() if isinstance(space, spaces.Dict) else enumerate(space.spaces)
+        return [k for key, sub in items for k in text_keys(sub, f"{prefix}{key}{KEY_SEP}")]
+    return [prefix[: -len(KEY_SEP)] if prefix else DEFAULT_OBS_KEY] if is_text_space(space) else []
 
 
 def flatten_obs(obs: Any, prefix: str = "") -> dict[str, np.ndarray]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from amago_pipe.config.base import to_dict
 from amago_pipe.config.convert import MinariSourceConfig
 from amago_pipe.errors import DataError
 from amago_pipe.gym_spaces import spaces_json
@@ -20,6 +21,7 @@ from amago_pipe.spec import KEY_SEP, ArraySpec, DataSpec, action_spec, flatten_o
 
 from . import minari_local
 from .base import Converter, SourceInfo, as_flags, check_lengths, to_float32
+from .minari_text import kept_obs, kept_space, text_specs, token_space, tokenize
 from .minari_writer import GOALS_INFO, META_PREFIX, METADATA_MARKS
 
 if TYPE_CHECKING:
@@ -31,7 +33,10 @@ INFO_PREFIX = "infos"
 """Observation keys made from `info_keys` are `infos/<key>`."""
 GOAL_KEYS = ("achieved_goal", "desired_goal")
 """Observation keys copied into the goal fields with `goals_from_obs` (the gymnasium-robotics convention)."""
-SPACE_HELP = "supported: Box, Discrete, MultiBinary, MultiDiscrete, and Dict/Tuple nestings of them"
+SPACE_HELP = (
+    "supported: Box, Discrete, MultiBinary, MultiDiscrete, Text (with `text:`), and Dict/Tuple nestings of them; "
+    "keep only some keys of a Dict with `obs_keys`"
+)
 
 
 class MinariConverter(Converter):
@@ -56,6 +61,8 @@ class MinariConverter(Converter):
                 f"choose a range inside [0, {total})"
             )
         self.indices = np.asarray(ds.episode_indices)[start:stop]
+        self.obs_space = kept_space(ds.observation_space, cfg, self.where)
+        self.texts = text_specs(self.obs_space, cfg, self.where)
         first = next(self._read([int(self.indices[0])]))
         obs_specs = self._observation_specs(first)
         goal_specs = self._goal_specs(first)
@@ -63,13 +70,15 @@ class MinariConverter(Converter):
             observations=obs_specs,
             action=self._action_spec(),  # before `spaces`: names an unsupported action space with the fix
             goals=goal_specs,
-            spaces=None if cfg.info_keys else spaces_json(ds.observation_space, ds.action_space),
+            spaces=None if cfg.info_keys else spaces_json(token_space(self.obs_space, self.texts), ds.action_space),
         )
         self._spec = spec
         data_path = Path(ds.storage.data_path)
         options = self.options(
-            info_keys=cfg.info_keys, goals=cfg.goals_from_obs, episode_metadata=cfg.keep_episode_metadata
-        )
+            info_keys=cfg.info_keys, goals=cfg.goals_from_obs, episode_metadata=cfg.keep_episode_metadata,
+            **({"obs_keys": cfg.obs_keys} if cfg.obs_keys else {}),
+            **({"text": to_dict(cfg.text)} if cfg.text else {}),
+        )  # fmt: skip
         env_spec = _env_spec_json(ds)
         self.env_name = self.job.env_name or (env_spec or {}).get("id") or ds.id
         return SourceInfo(
@@ -86,7 +95,7 @@ class MinariConverter(Converter):
     # ---- spec ------------------------------------------------------------------------------------------------
     def _observation_specs(self, first: Any) -> dict[str, ArraySpec]:
         try:
-            specs = flatten_space(self.dataset.observation_space)
+            specs = flatten_space(self.obs_space, text=self.texts)
         except DataError as e:
             raise DataError(f"{self.where}: {e}; {SPACE_HELP}") from e
         for key in self.config.info_keys:
@@ -109,14 +118,17 @@ class MinariConverter(Converter):
 
     def _goal_specs(self, first: Any) -> dict[str, ArraySpec]:
         if self.config.goals_from_obs:
-            obs_specs = flatten_space(self.dataset.observation_space)
-            missing = [k for k in GOAL_KEYS if k not in obs_specs]
+            space = self.dataset.observation_space
+            subs = space.spaces if isinstance(getattr(space, "spaces", None), dict) else {}
+            specs = {k: flatten_space(subs[k], f"{k}{KEY_SEP}").get(k) for k in GOAL_KEYS if k in subs}
+            missing = [k for k in GOAL_KEYS if specs.get(k) is None]
             if missing:
                 raise DataError(
                     f"goals_from_obs: {self.where} has no observation key(s) {missing} (it has: "
-                    f"{', '.join(obs_specs)}); expected a goal-conditioned Dict space, or set goals_from_obs: false"
+                    f"{', '.join(subs) or type(space).__name__}); expected a "
+                    "goal-conditioned Dict space, or set goals_from_obs: false"
                 )
-            return {k: obs_specs[k] for k in GOAL_KEYS}
+            return {k: v for k, v in specs.items() if v is not None}
         group = (first.infos or {}).get(GOALS_INFO)
         if not isinstance(group, dict):
             return {}
@@ -169,13 +181,13 @@ class MinariConverter(Converter):
         index = int(data.id)
         where = f"{self.where}, episode {index}"
         steps = len(data.rewards)
-        obs = flatten_obs(data.observations)
+        obs = tokenize(flatten_obs(kept_obs(data.observations, self.config)), self.texts, report, index)
         infos = data.infos or {}
         for key in self.config.info_keys:
             obs[f"{INFO_PREFIX}{KEY_SEP}{key}"] = self._info_rows(infos, key, steps, index, report)
         goals = {k: np.asarray(v) for k, v in (infos.get(GOALS_INFO) or {}).items()}
         if self.config.goals_from_obs:
-            goals = {k: np.asarray(obs[k]) for k in GOAL_KEYS}
+            goals = {k: np.asarray(data.observations[k]) for k in GOAL_KEYS}
         arrays = {f"observations['{k}']": v for k, v in obs.items()}
         arrays.update({f"observations (goal '{k}')": v for k, v in goals.items()})
         arrays.update(terminations=data.terminations, truncations=data.truncations, actions=data.actions)

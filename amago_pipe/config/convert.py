@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from amago_pipe.config.base import Component, config
 from amago_pipe.config.build import FieldError
+from amago_pipe.config.envs import TextConfig
 from amago_pipe.config.registries import CONVERTERS
 from amago_pipe.config.stages import StageConfig
 from amago_pipe.errors import did_you_mean
@@ -66,6 +67,12 @@ class MinariSourceConfig(SourceConfig):
     """Store each episode's attributes (seed, options, ...) in its metadata (slower to read)."""
     goals_from_obs: bool = False
     """Also copy the `achieved_goal`/`desired_goal` observation keys into the goal fields (for relabeling)."""
+    obs_keys: list[str] = field(default_factory=list)
+    """Keep only these keys of a Dict observation (e.g. `[image, direction, mission]`); empty keeps them all."""
+    text: TextConfig | None = None
+    """Read the dataset's string observations (a `Text` space, MiniGrid's `mission`) as word ids, e.g.
+    `{vocabulary: minigrid, max_tokens: 32}` (the same as the env's `text:`, so online data and the policy agree);
+    unknown words and cut texts are counted in the report. Null: a text observation is refused."""
 
     @classmethod
     def from_cli_arg(cls, arg: str) -> dict[str, Any]:

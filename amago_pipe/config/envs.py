@@ -10,6 +10,36 @@ from typing import Any, Literal
 
 from amago_pipe.config.base import config
 from amago_pipe.config.build import FieldError
+from amago_pipe.tokens import TextSpec, resolve_vocabulary, vocabulary_problem
+
+
+@config
+class TextConfig:
+    """Text observations (gymnasium `Text`, MiniGrid's `mission`) read as fixed-length word ids: each text is
+    lowercased and split into words on whitespace and punctuation, each word looked up in `vocabulary` (id 0 pads,
+    1 is a word outside it, counted and logged; 2.. the words in order); a text longer than `max_tokens` words is
+    cut to them (logged)."""
+
+    vocabulary: str | list[str]
+    """`minigrid` (every word of the MiniGrid and BabyAI missions) or a list of words; stored with the data."""
+    max_tokens: int = 32
+    """Ids per text: shorter ones are padded with 0, longer ones cut (BabyAI's longest missions, GoToSeq and
+    BossLevel, run to about 30 words)."""
+    keys: list[str] | None = None
+    """Flattened keys to read as text (e.g. `[mission]`); null: every text observation of the env."""
+
+    def __post_init__(self) -> None:
+        problem = vocabulary_problem(self.vocabulary)
+        if problem:
+            raise FieldError("vocabulary", problem)
+        if self.max_tokens < 1:
+            raise FieldError("max_tokens", f"must be at least 1, got {self.max_tokens}")
+        if self.keys is not None and not self.keys:
+            raise FieldError("keys", "give at least one text key (or null for every text observation)")
+
+    def text_spec(self) -> TextSpec:
+        """The TextSpec stored with the data: the resolved vocabulary and `max_tokens`."""
+        return TextSpec(resolve_vocabulary(self.vocabulary), self.max_tokens)
 
 
 @config
@@ -79,7 +109,10 @@ class EnvConfig:
     """Time limit per episode (truncation); null keeps the env's registered limit."""
     obs_keys: list[str] | None = None
     """Keep only these keys of a Dict observation, e.g. `[image, direction]` to drop MiniGrid's `mission` text
-    (a space the store cannot hold); null keeps them all."""
+    (or keep it and read it with `text:`); null keeps them all."""
+    text: TextConfig | None = None
+    """Read text observations as word ids, e.g. `{vocabulary: minigrid, max_tokens: 32}`; null: an env with a text
+    observation is refused (leave it out with `obs_keys`)."""
     seed: int | None = None
     """Seed of the first reset (each env gets its own stream spawned from it); null derives it from the stage seed."""
     on_error: Literal["stop", "skip"] = "stop"

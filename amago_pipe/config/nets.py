@@ -39,7 +39,8 @@ class ObsKeyConfig:
     """How one observation key is fed to a timestep encoder (overrides the automatic choice)."""
 
     use: Literal["auto", "image", "vector", "ignore"] = "auto"
-    """`auto`: 3-d arrays are images for the cnn encoder, all else vectors; `ignore` drops the key."""
+    """`auto`: text keys (word ids) are read as text, 3-d arrays are images for the cnn encoder, all else vectors;
+    `ignore` drops the key."""
     cnn: Literal["nature", "impala"] | None = None
     """CNN for this image key; null uses the encoder's `cnn`."""
     channels_first: bool | None = None
@@ -60,6 +61,26 @@ class ObsKeyConfig:
 
 
 @config
+class TextFeaturesConfig:
+    """How a timestep encoder reads text keys (token ids marked as text in the data spec): a learned embedding per
+    word, pooled over the words of the text (padding left out), concatenated with the other features."""
+
+    d_embed: int = 32
+    """Width of each word's embedding."""
+    pool: Literal["mean", "max", "mean_max", "gru"] = "mean_max"
+    """`mean` or `max` over the words, `mean_max` both side by side (2 x d_embed features per key; the default), or
+    `gru`: a GRU of width d_embed read to the last word (word order matters)."""
+
+    def __post_init__(self) -> None:
+        _positive(self, "d_embed")
+
+    @property
+    def width(self) -> int:
+        """Features per text key."""
+        return 2 * self.d_embed if self.pool == "mean_max" else self.d_embed
+
+
+@config
 class TstepEncoderConfig(Component):
     """Maps one timestep (observation dict + previous reward and action) to a vector."""
 
@@ -67,6 +88,8 @@ class TstepEncoderConfig(Component):
 
     keys: dict[str, ObsKeyConfig] = field(default_factory=dict)
     """Per observation key overrides (`{key: {use: ignore}}`); keys not listed are handled automatically."""
+    text: TextFeaturesConfig = field(default_factory=TextFeaturesConfig)
+    """How text keys (word ids, see the env's `text:`) are embedded and pooled."""
     hide_rl2: bool | Literal["action"] = False
     """Zero the previous reward and action inputs (`true`), or only the previous action (`action`: meta-RL keeps
     its reward signal while greedy evaluation cannot feed the model action sequences it never saw); keeps the

@@ -15,7 +15,8 @@ import numpy as np
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.errors import AmagoPipeError, ConfigError, DataError
 from amago_pipe.registry import import_path
-from amago_pipe.spec import flatten_obs, flatten_space
+from amago_pipe.spec import flatten_obs, flatten_space, text_keys
+from amago_pipe.tokens import TextSpec
 
 log = logging.getLogger("amago_pipe.envs")
 
@@ -43,6 +44,10 @@ class EnvFactory:
     """Position in a vector env: errors raised by the env's step/reset then name it."""
     skip_errors: bool = False
     """`on_error: skip`: a failing step ends (and discards) the episode instead of stopping the run."""
+    text: TextSpec | None = None
+    """`text:`: read the env's text observations as token ids of this vocabulary (`amago_pipe.envs.text`)."""
+    text_keys: tuple[str, ...] | None = None
+    """The text keys to read (None: every text observation)."""
 
     @classmethod
     def from_config(cls, cfg: EnvConfig, *, where: str = "env") -> EnvFactory:
@@ -54,11 +59,26 @@ class EnvFactory:
             obs_keys=tuple(cfg.obs_keys) if cfg.obs_keys is not None else None,
             where=where,
             skip_errors=cfg.on_error == "skip",
+            text=cfg.text.text_spec() if cfg.text is not None else None,
+            text_keys=tuple(cfg.text.keys) if cfg.text is not None and cfg.text.keys is not None else None,
         )
 
     def __call__(self) -> gym.Env:
-        env = self._filter(self._make(), gym.wrappers.FilterObservation)
+        env = self._text(self._filter(self._make(), gym.wrappers.FilterObservation))
         return env if self.index is None else IndexedEnv(env, self.index, where=self.where, skip=self.skip_errors)
+
+    def _text(self, env: Any) -> Any:
+        """`text:`: the env (single or vector) with its text observations as token ids."""
+        if self.text is None:
+            return env
+        from amago_pipe.envs.text import TextObservation, VectorTextObservation
+
+        wrapper = VectorTextObservation if isinstance(env, gym.vector.VectorEnv) else TextObservation
+        try:
+            return wrapper(env, self.text, self.text_keys, where=self.where)
+        except ConfigError:
+            env.close()
+            raise
 
     def make_vector(self, n: int) -> gym.vector.VectorEnv:
         """`mode: already_vectorized`: one env object that steps `n` envs itself."""
@@ -92,7 +112,7 @@ class EnvFactory:
                 f"{self.where}: mode already_vectorized needs a gymnasium VectorEnv of {n} envs; got {got}",
                 path=f"{self.where}.mode",
             )
-        return self._filter(env, gym.wrappers.vector.FilterObservation)
+        return self._text(self._filter(env, gym.wrappers.vector.FilterObservation))
 
     def _filter(self, env: Any, wrapper: Any) -> Any:
         """`obs_keys`: the env (single or vector) with only those keys of its Dict observation."""
@@ -183,7 +203,7 @@ def check_observation_space(space: Any, *, where: str, env_name: str) -> None:
         raise ConfigError(
             f"{where}: env '{env_name}': {e}; keep only the supported keys of a Dict observation with "
             "`obs_keys: [...]` (`--obs-keys a,b` on the command line)",
-            path=f"{where}.obs_keys",
+            path=f"{where}.text" if text_keys(space) else f"{where}.obs_keys",
         ) from e
 
 

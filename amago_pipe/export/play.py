@@ -1,7 +1,12 @@
-"""`amago-pipe play`: run an exported policy (through `Policy`, as a user would) in a gymnasium env and score it."""
+"""`amago-pipe play`: run an exported policy (through `Policy`, as a user would) in a gymnasium env and score it.
+
+Text observations reach the policy as the env's strings; `Policy` turns them into word ids with the vocabulary
+stored in the export.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -9,9 +14,12 @@ import numpy as np
 
 from amago_pipe.envs.factory import EnvFactory, check_observation_space
 from amago_pipe.envs.rollout import SUCCESS_KEYS
+from amago_pipe.envs.text import text_space
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.export.policy import Policy
 from amago_pipe.spec import from_spaces
+
+log = logging.getLogger("amago_pipe.export")
 
 
 def _video_writer() -> Any:
@@ -22,6 +30,13 @@ def _video_writer() -> Any:
             "--video needs imageio with ffmpeg: pip install 'imageio[ffmpeg]' (or leave out --video)"
         ) from e
     return imageio
+
+
+def _log_text(policy: Policy) -> None:
+    """A warning per text key that met words outside the stored vocabulary or texts longer than `max_tokens`."""
+    for tally in policy.text_tallies.values():
+        if tally.unknown or tally.truncated:
+            log.warning("play: %s", tally.summary())
 
 
 def play_policy(
@@ -44,9 +59,11 @@ def play_policy(
     keep = tuple(obs_keys) if obs_keys else None
     env = EnvFactory(id=env_id, kwargs=env_kwargs, obs_keys=keep, where="--env")()
     try:
-        check_observation_space(env.observation_space, where="--env", env_name=env_id)
+        texts = {k: a.text for k, a in policy.spec.observations.items() if a.text is not None}
+        seen = text_space(env.observation_space, texts) if texts else env.observation_space  # as the policy reads it
+        check_observation_space(seen, where="--env", env_name=env_id)
         policy.spec.check_compatible(
-            from_spaces(env.observation_space, env.action_space), what=f"env '{env_id}'", against="exported policy"
+            from_spaces(seen, env.action_space), what=f"env '{env_id}'", against="exported policy"
         )
         if video is not None and "rgb_array" not in (env.metadata.get("render_modes") or []):
             raise DataError(f"--video: env '{env_id}' cannot render rgb_array frames (its render modes: "
@@ -68,6 +85,7 @@ def play_policy(
             successes.extend([bool(info[k]) for k in SUCCESS_KEYS if k in info][:1])
     finally:
         env.close()
+        _log_text(policy)
     if imageio is not None and video is not None:
         video.parent.mkdir(parents=True, exist_ok=True)
         imageio.mimsave(str(video), frames, fps=int(env.metadata.get("render_fps") or 30))

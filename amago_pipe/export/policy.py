@@ -7,7 +7,9 @@
     policy.reset_envs(terminated | truncated)   # episodes that ended start over with fresh memory
 
 Needs torch and the network code only: no store, YAML, training code or gymnasium. Rewards are told through
-`act(..., reward=...)`: the policy keeps the previous action, reward and time index of every env itself.
+`act(..., reward=...)`: the policy keeps the previous action, reward and time index of every env itself. Text
+observations (a MiniGrid mission) may be given as the env's strings: they become word ids with the vocabulary
+stored in the export (`policy.text_tallies` counts unknown words and cut texts).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from amago_pipe.agents.policy import AgentPolicy
 from amago_pipe.errors import DataError
 from amago_pipe.export.artifact import WEIGHTS, read_manifest
 from amago_pipe.spec import DataSpec, flatten_obs
+from amago_pipe.tokens import TextTally
 
 
 class Policy:
@@ -39,6 +42,10 @@ class Policy:
         self.n_envs = 0
         self._time = np.zeros(0, np.int64)
         self._prev_action = np.zeros(0)
+        self.text_tallies = {
+            k: TextTally(a.text, k, where="policy") for k, a in self.spec.observations.items() if a.text is not None
+        }
+        """Per text key: the texts read, unknown words and texts cut to the stored `max_tokens`."""
 
     @classmethod
     def load(cls, path: str | Path, *, device: str | torch.device = "cpu") -> Policy:
@@ -105,6 +112,7 @@ class Policy:
                 f"act: observation keys {sorted(flat)} do not match the policy's {sorted(expected)} "
                 "(pass what the env returns, a dict for Dict spaces)"
             )
+        flat.update({k: self._token_ids(k, flat[k]) for k in self.text_tallies})
         single = all(np.ndim(v) == len(expected[k].shape) for k, v in flat.items())
         arrays = {k: np.asarray(v)[None] if single else np.asarray(v) for k, v in flat.items()}
         for k, v in arrays.items():
@@ -113,3 +121,10 @@ class Policy:
                     f"act: observation '{k}' has shape {v.shape}, expected (N, {', '.join(map(str, expected[k].shape))})"
                 )
         return arrays, single
+
+    def _token_ids(self, key: str, value: np.ndarray) -> np.ndarray:
+        """A text key's word ids: strings (one, or N) through the stored vocabulary; ids pass as they are."""
+        if value.dtype.kind in "USO":
+            tally = self.text_tallies[key]
+            return tally.encode(value.item()) if value.ndim == 0 else tally.encode_many(value)
+        return value

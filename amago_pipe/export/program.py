@@ -2,7 +2,8 @@
 
     (obs_1..obs_k, prev_action, prev_reward, time, state_1..state_m) -> (action, state_1'..state_m')
 
-Observations are batched `(N, ...)` in the stored dtypes (keys sorted); `prev_action` is the env-space action
+Observations are batched `(N, ...)` in the stored dtypes (keys sorted; a text key as its `(N, max_tokens)` int32 word
+ids, the vocabulary in the manifest's `policy.spec`, tokenized as `amago_pipe.tokens` does); `prev_action` is the env-space action
 taken before this observation and `prev_reward` the reward it earned (both ignored where `time == 0`, an episode
 start); the returned action is the greedy env-space action. The memory tensors are the trajectory encoder's state
 (KV cache ring, GRU hidden state, Mamba conv/SSM states; none for `ff`), described by `state_contract`. The

@@ -1,4 +1,4 @@
-"""Route each observation key of a DataSpec to an image or a vector input, and turn tensors into features.
+"""Route each observation key of a DataSpec to an image, a vector or a text input, and turn tensors into features.
 Pure torch; must not import stores, YAML or pipelines.
 """
 
@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from amago_pipe.config.nets import CnnTstepConfig, ObsKeyConfig, TstepEncoderConfig
+from amago_pipe.config.nets import CnnTstepConfig, ObsKeyConfig, TextFeaturesConfig, TstepEncoderConfig
 from amago_pipe.errors import ConfigError, DataError, did_you_mean
 from amago_pipe.spec import ArraySpec, DataSpec
+from amago_pipe.tokens import PAD_ID, UNKNOWN_ID
 
 MAX_ONE_HOT = 256
 """Integer observations whose bounds span at most this many values are one-hot encoded."""
@@ -26,7 +28,7 @@ class KeyPlan:
 
     key: str
     kind: str
-    """`image` or `vector`."""
+    """`image`, `vector` or `text` (token ids)."""
     shape: tuple[int, ...]
     """Per-step shape from the DataSpec."""
     width: int = 0
@@ -43,6 +45,8 @@ class KeyPlan:
     """Multiplier applied after the float cast (1/255 for uint8)."""
     channels_first: bool = False
     cnn: str = "nature"
+    vocab: int = 0
+    """Ids of a text key (vocabulary + padding + unknown)."""
 
     @property
     def image_chw(self) -> tuple[int, int, int]:
@@ -69,12 +73,28 @@ def plan_keys(spec: DataSpec, cfg: TstepEncoderConfig, *, images: bool) -> list[
         arr, over = spec.observations[key], cfg.keys.get(key, ObsKeyConfig())
         if over.use == "ignore":
             continue
+        if arr.text is not None:
+            plans.append(_text_plan(key, arr, over))
+            continue
         as_image = over.use == "image" or (over.use == "auto" and images and len(arr.shape) == 3)
         if as_image:
             plans.append(_image_plan(key, arr, over, cfg, images))
         else:
             plans.append(_vector_plan(key, arr, over.one_hot))
     return plans
+
+
+def _text_plan(key: str, arr: ArraySpec, over: ObsKeyConfig) -> KeyPlan:
+    """A text key: its token ids go to the text features (`tstep_encoder.text`), never read as numbers."""
+    if over.use != "auto" or over.one_hot is not None:
+        where = f"tstep_encoder.keys.{key}"
+        raise ConfigError(
+            f"{where}: '{key}' holds word ids of a text (vocabulary of {arr.text.vocab_size if arr.text else 0}); it "
+            "is embedded as text (`tstep_encoder.text`): drop `use`/`one_hot` for it, or `use: ignore`",
+            path=where,
+        )
+    vocab = arr.text.vocab_size if arr.text is not None else 0
+    return KeyPlan(key, "text", arr.shape, width=0, vocab=vocab)
 
 
 def _check_one_hot(key: str, arr: ArraySpec, classes: int | None) -> int:
@@ -212,3 +232,42 @@ def one_hot(x: torch.Tensor, plan: KeyPlan) -> torch.Tensor:
             f"encoding takes ids in [0, {plan.one_hot}): set tstep_encoder.keys.{plan.key}.one_hot above the largest"
         )
     return F.one_hot(idx.clamp(0, plan.one_hot - 1), plan.one_hot).float()
+
+
+class TextFeatures(nn.Module):
+    """Word ids `(B, L, T)` of each text key -> learned word embeddings pooled over the words -> `(B, L, width)`."""
+
+    def __init__(self, plans: list[KeyPlan], cfg: TextFeaturesConfig):
+        super().__init__()
+        self.plans, self.pool, self.d_embed = plans, cfg.pool, cfg.d_embed
+        self.embeds = nn.ModuleDict({module_key(p.key): nn.Embedding(p.vocab, cfg.d_embed, PAD_ID) for p in plans})
+        self.grus = nn.ModuleDict()
+        if cfg.pool == "gru":
+            self.grus.update({module_key(p.key): nn.GRU(cfg.d_embed, cfg.d_embed, batch_first=True) for p in plans})
+        self.width = cfg.width * len(plans)
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return torch.cat([self._key(obs[p.key], p) for p in self.plans], dim=-1)  # (B, L, width)
+
+    def _key(self, ids: torch.Tensor, plan: KeyPlan) -> torch.Tensor:
+        """`(B, L, T)` ids of one key -> `(B, L, d)` pooled features (zeros for an empty text)."""
+        ids = ids.long()
+        ids = torch.where((ids < 0) | (ids >= plan.vocab), torch.full_like(ids, UNKNOWN_ID), ids)  # (B, L, T)
+        emb = self.embeds[module_key(plan.key)](ids)  # (B, L, T, E), zero rows at padding
+        words = ids != PAD_ID  # (B, L, T)
+        count = words.sum(-1, keepdim=True)  # (B, L, 1)
+        if self.pool == "gru":
+            out, _ = self.grus[module_key(plan.key)](emb.flatten(0, 1))  # (B*L, T, E)
+            last = (count.flatten(0, 1) - 1).clamp(min=0)  # (B*L, 1) index of the last word
+            final = out.gather(1, last[:, :, None].expand(-1, 1, self.d_embed))[:, 0]  # (B*L, E)
+            return final.view(*ids.shape[:2], -1) * (count > 0).to(emb.dtype)  # (B, L, E)
+        mean = emb.sum(-2) / count.clamp(min=1).to(emb.dtype)  # (B, L, E)
+        if self.pool == "mean":
+            return mean
+        top = emb.masked_fill(~words[..., None], -1e4).amax(-2) * (count > 0).to(emb.dtype)  # (B, L, E)
+        return top if self.pool == "max" else torch.cat((mean, top), dim=-1)  # (B, L, 2E)
+
+
+def module_key(key: str) -> str:
+    """ModuleDict keys may not contain '.'; observation keys may (and '/' from nested dicts)."""
+    return key.replace(".", "_dot_").replace("/", "__")

@@ -1,4 +1,5 @@
-"""Timestep encoders `(obs dict (B, L, ...), rl2 (B, L, 1 + A)) -> (B, L, D)`: `ff` and multi-modal `cnn`.
+"""Timestep encoders `(obs dict (B, L, ...), rl2 (B, L, 1 + A)) -> (B, L, D)`: `ff` and multi-modal `cnn`; both
+embed text keys (word ids) with `TextFeatures` beside the other features.
 Pure torch; must not import stores, YAML or pipelines.
 """
 
@@ -13,7 +14,15 @@ from amago_pipe.errors import ConfigError
 from amago_pipe.nets.base import TstepEncoder
 from amago_pipe.nets.cnn import build_cnn, random_shift
 from amago_pipe.nets.layers import RunningNorm, activation, mlp, norm_layer
-from amago_pipe.nets.obs_features import KeyPlan, check_obs, image_batch, plan_keys, vector_features
+from amago_pipe.nets.obs_features import (
+    KeyPlan,
+    TextFeatures,
+    check_obs,
+    image_batch,
+    module_key,
+    plan_keys,
+    vector_features,
+)
 from amago_pipe.spec import DataSpec
 
 POOLED = 4
@@ -28,16 +37,28 @@ def _vector_input(obs: dict[str, torch.Tensor], plans: list[KeyPlan], like: torc
     return torch.cat(feats, dim=-1).to(like.dtype)
 
 
+def _text_input(obs: dict[str, torch.Tensor], text: TextFeatures | None, like: torch.Tensor) -> torch.Tensor:
+    """Pooled text features `(B, L, width)` (width 0 without text keys)."""
+    if text is None:
+        return like.new_zeros(*like.shape[:2], 0)
+    return text(obs).to(like.dtype)  # type: ignore[no-any-return]
+
+
 class FFTstepEncoder(TstepEncoder):
-    """MLP over all observation keys (flattened; bounded integer keys one-hot) and rl2."""
+    """MLP over all observation keys (flattened; bounded integer keys one-hot; text keys embedded) and rl2."""
 
     def __init__(self, *, spec: DataSpec, cfg: FFTstepConfig):
         super().__init__()
-        self.plans = plan_keys(spec, cfg, images=False)
+        plans = plan_keys(spec, cfg, images=False)
+        self.plans = [p for p in plans if p.kind == "vector"]
+        text_plans = [p for p in plans if p.kind == "text"]
+        self.text = TextFeatures(text_plans, cfg.text) if text_plans else None
         self.rl2_dim, self.hide_rl2 = spec.rl2_dim, cfg.hide_rl2
         obs_dim = sum(p.width for p in self.plans)
+        text_dim = self.text.width if self.text is not None else 0
         self.obs_norm: nn.Module = RunningNorm(obs_dim) if cfg.normalize_inputs and obs_dim else nn.Identity()
-        self.net = mlp(obs_dim + self.rl2_dim, cfg.d_hidden, cfg.n_layers, cfg.d_output, act=cfg.activation)
+        d_in = obs_dim + text_dim + self.rl2_dim
+        self.net = mlp(d_in, cfg.d_hidden, cfg.n_layers, cfg.d_output, act=cfg.activation)
         self.out_norm = norm_layer(cfg.out_norm, cfg.d_output)
         self.out_dim, self.feature_dim = cfg.d_output, obs_dim
 
@@ -45,11 +66,13 @@ class FFTstepEncoder(TstepEncoder):
         return self.embed(obs, rl2)[0]
 
     def embed(self, obs: dict[str, torch.Tensor], rl2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The embedding and the normalised observation vector."""
-        check_obs(obs, self.plans, rl2, self.rl2_dim)
+        """The embedding and the normalised observation vector (text keys, learned features, are not in it)."""
+        check_obs(obs, self.plans + (self.text.plans if self.text is not None else []), rl2, self.rl2_dim)
         x = self.obs_norm(_vector_input(obs, self.plans, rl2))  # (B, L, obs_dim)
+        words = _text_input(obs, self.text, rl2)  # (B, L, text_dim)
         shown = shown_rl2(rl2, self.hide_rl2)
-        return self.out_norm(self.net(torch.cat((x, shown), dim=-1))), (x if self.feature_dim else None)
+        out = self.out_norm(self.net(torch.cat((x, words, shown), dim=-1)))  # (B, L, D)
+        return out, (x if self.feature_dim else None)
 
 
 class CnnTstepEncoder(TstepEncoder):
@@ -60,6 +83,8 @@ class CnnTstepEncoder(TstepEncoder):
         plans = plan_keys(spec, cfg, images=True)
         self.image_plans = [p for p in plans if p.kind == "image"]
         self.vector_plans = [p for p in plans if p.kind == "vector"]
+        text_plans = [p for p in plans if p.kind == "text"]
+        self.text = TextFeatures(text_plans, cfg.text) if text_plans else None
         if not self.image_plans:
             shapes = {k: a.shape for k, a in spec.observations.items()}
             raise ConfigError(
@@ -80,9 +105,10 @@ class CnnTstepEncoder(TstepEncoder):
                 nn.Linear(cnn.out_dim, cfg.img_features), activation(cfg.activation)
             )
         vec_dim = sum(p.width for p in self.vector_plans)
+        text_dim = self.text.width if self.text is not None else 0
         self.vec_norm: nn.Module = RunningNorm(vec_dim) if cfg.normalize_vectors and vec_dim else nn.Identity()
         self.vec_head = nn.Sequential(
-            nn.Linear(vec_dim + self.rl2_dim, cfg.vector_features), activation(cfg.activation)
+            nn.Linear(vec_dim + text_dim + self.rl2_dim, cfg.vector_features), activation(cfg.activation)
         )
         merged = cfg.img_features * len(self.image_plans) + cfg.vector_features
         self.merge = nn.Linear(merged, cfg.d_output)
@@ -101,7 +127,8 @@ class CnnTstepEncoder(TstepEncoder):
     def _encode(
         self, obs: dict[str, torch.Tensor], rl2: torch.Tensor, *, features: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        check_obs(obs, self.image_plans + self.vector_plans, rl2, self.rl2_dim)
+        text_plans = self.text.plans if self.text is not None else []
+        check_obs(obs, self.image_plans + self.vector_plans + text_plans, rl2, self.rl2_dim)
         batch, length = rl2.shape[:2]
         parts, pooled = [], []
         for p in self.image_plans:
@@ -116,8 +143,9 @@ class CnnTstepEncoder(TstepEncoder):
             feats = self.img_heads[name](self.cnns[name](imgs))  # (B*L, img_features)
             parts.append(feats.view(batch, length, -1))
         vec = self.vec_norm(_vector_input(obs, self.vector_plans, rl2))  # (B, L, vec_dim)
+        words = _text_input(obs, self.text, rl2)  # (B, L, text_dim)
         shown = shown_rl2(rl2, self.cfg.hide_rl2)
-        parts.append(self.vec_head(torch.cat((vec, shown), dim=-1)))  # (B, L, vector_features)
+        parts.append(self.vec_head(torch.cat((vec, words, shown), dim=-1)))  # (B, L, vector_features)
         out = self.out_norm(self.merge(torch.cat(parts, dim=-1)))  # (B, L, D)
         return out, (torch.cat([vec, *pooled], dim=-1) if features else None)
 
@@ -129,6 +157,4 @@ def shown_rl2(rl2: torch.Tensor, hide: bool | str) -> torch.Tensor:
     return torch.zeros_like(rl2) if hide else rl2
 
 
-def _safe(key: str) -> str:
-    """ModuleDict keys may not contain '.'; observation keys may (and '/' from nested dicts)."""
-    return key.replace(".", "_dot_").replace("/", "__")
+_safe = module_key

@@ -18,6 +18,7 @@ OPTIONAL = {
     "online-gymnax-memorychain.yaml": ("gymnax", "gymnax"),
     "metaworld-ml1-kshot.yaml": ("metaworld", "metaworld"),
     "metaworld-ml10.yaml": ("metaworld", "metaworld"),
+    "babyai-multitask.yaml": ("minigrid", "envs"),
 }
 """Pipelines that need an optional extra: (the module they import, the extra); skipped when it is missing."""
 
