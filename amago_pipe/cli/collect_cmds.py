@@ -23,6 +23,11 @@ def build_config(data: dict[str, Any]) -> Any:
     return build_strict(CollectStageConfig, {"type": "collect", **data})
 
 
+MODES = ["sync", "async", "already_vectorized"]
+"""Values of `--mode` (the env config's `mode`)."""
+BATCHED_PREFIXES = ("gymnax/",)
+"""Env ids that step all their copies as one batch: `--mode` defaults to already_vectorized for them."""
+
 OPTIONS = [
     click.option(
         "--policy",
@@ -45,10 +50,9 @@ OPTIONS = [
     click.option("--n-envs", type=int, help="Parallel environments (default 8; with --follow: the stage's)."),
     click.option(
         "--mode",
-        type=click.Choice(["sync", "async"]),
-        default="sync",
-        show_default=True,
-        help="sync: one process; async: one subprocess per env.",
+        type=click.Choice(MODES),
+        help="sync: one process; async: one subprocess per env; already_vectorized: the env steps the whole batch "
+        "itself (default for gymnax/ ids, else sync).",
     ),
     click.option("--max-episode-steps", type=int, help="Time limit per episode (default: the env's own)."),
     click.option(
@@ -120,7 +124,7 @@ def collect(obj: Verbosity | None, **opts: Any) -> None:
     env = {
         "id": env_id,
         "n_envs": opts["n_envs"] or 8,
-        "mode": opts["mode"],
+        "mode": env_mode(env_id, opts["mode"]),
         "max_episode_steps": opts["max_episode_steps"],
     }
     if opts["obs_keys"]:
@@ -154,9 +158,7 @@ def _check_follow_options(opts: dict[str, Any]) -> None:
     """ConfigError naming the options that --follow would ignore (the stage's config decides them)."""
     given = [flag for key, flag in FOLLOW_IGNORES.items() if opts.get(key)]
     given += [
-        f"--{k}"
-        for k, default in (("policy", "random"), ("exploration", "none"), ("mode", "sync"))
-        if opts[k] != default
+        f"--{k}" for k, default in (("policy", "random"), ("exploration", "none"), ("mode", None)) if opts[k] != default
     ]
     if opts["partition"] != "protected":
         given.append("--partition")
@@ -166,6 +168,19 @@ def _check_follow_options(opts: dict[str, Any]) -> None:
             "stage's policy, env and exploration and writes its online partition (only --stage, --store, --n-envs "
             "and --seed apply); drop them"
         )
+
+
+def env_mode(env_id: str, mode: str | None) -> str:
+    """`--mode`, or its default for `env_id`: already_vectorized for batched ids (gymnax/...), else sync."""
+    batched = env_id.startswith(BATCHED_PREFIXES)
+    if mode is None:
+        return "already_vectorized" if batched else "sync"
+    if batched and mode != "already_vectorized":
+        raise ConfigError(
+            f"collect --mode {mode}: env '{env_id}' steps all its copies as one batch; drop --mode (it defaults to "
+            "already_vectorized for this env) or give --mode already_vectorized"
+        )
+    return mode
 
 
 def fresh_seed() -> int:
@@ -182,8 +197,10 @@ def _follow(obj: Verbosity | None, run_dir: str, **options: Any) -> None:
     from amago_pipe.pipeline.follow import follow
 
     level = obj.level if obj else 0
-    if level >= 0:
-        click.echo(f"follower seed {options['seed']} (pass --seed {options['seed']} to repeat it)")
+
+    def start() -> None:
+        if level >= 0:
+            click.echo(f"follower seed {options['seed']} (pass --seed {options['seed']} to repeat it)")
 
     def show(row: dict[str, Any]) -> None:
         if level >= 0:
@@ -193,9 +210,15 @@ def _follow(obj: Verbosity | None, run_dir: str, **options: Any) -> None:
                 f"episodes" + (f", return mean {ret:.2f}" if ret is not None else "")
             )
 
-    totals = follow(Path(run_dir), store_url=options.pop("store"), on_chunk=show, **options)
-    if level >= 0:
-        click.echo(f"stage '{totals['stage']}' stopped: {totals['env_steps']} env steps, {totals['episodes']} episodes")
+    totals = follow(Path(run_dir), store_url=options.pop("store"), on_start=start, on_chunk=show, **options)
+    if level < 0:
+        return
+    if totals.get("already_finished"):
+        click.echo(f"stage '{totals['stage']}' of {run_dir} has already finished: nothing to follow")
+    else:
+        click.echo(
+            f"stage '{totals['stage']}' finished: {totals['env_steps']} env steps, {totals['episodes']} episodes"
+        )
 
 
 def _policy(policy: str, exploration: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@ inside the Minari write, two pipelines writing one Minari dataset at once, and c
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -161,3 +162,22 @@ def test_collect_stages_sharing_a_partition_skip_when_unchanged(tmp_path: Path, 
     second = amago("run", "p.yaml", check=True)
     assert second.stdout.count("unchanged") == 2, second.stdout
     assert TrajectoryStore.open(tmp_path / "store.zarr").partition_info("protected").episodes == 5
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("gymnax") is None, reason='gymnax is an optional extra: pip install -e ".[gymnax]"'
+)
+def test_collect_of_a_gymnax_env_steps_it_as_one_batch(tmp_path: Path, amago: Any) -> None:
+    proc = amago("collect", "gymnax/CartPole-v1", "--episodes", "3", "--n-envs", "2", "--store", "s.zarr")
+    assert proc.returncode == 0 and proc.stdout.startswith("collected 3 episodes"), proc.stdout + proc.stderr
+    assert TrajectoryStore.open(tmp_path / "s.zarr").partition_info("protected").episodes == 3
+    proc = amago(
+        "collect", "gymnax/CartPole-v1", "--episodes", "3", "--mode", "already_vectorized", "--store", "s.zarr"
+    )
+    assert proc.returncode == 0, proc.stderr
+    proc = amago("collect", "gymnax/CartPole-v1", "--episodes", "3", "--mode", "sync", "--store", "s.zarr")
+    assert proc.returncode == 2 and one_line_error(proc) == (
+        "error: collect --mode sync: env 'gymnax/CartPole-v1' steps all its copies as one batch; drop --mode (it "
+        "defaults to already_vectorized for this env) or give --mode already_vectorized"
+    )
+    assert TrajectoryStore.open(tmp_path / "s.zarr").partition_info("protected").episodes == 6

@@ -69,7 +69,7 @@ def test_two_followers_fill_the_fifo_until_the_learner_finishes(tmp_path: Path) 
     assert learner.returncode == 0, out + err
     for f in followers:
         fout, ferr = f.communicate(timeout=120)
-        assert f.returncode == 0 and "stage 'train' stopped:" in fout, fout + ferr
+        assert f.returncode == 0 and "stage 'train' finished:" in fout, fout + ferr
     store = TrajectoryStore.open(tmp_path / "store.zarr")
     assert verify_store(store).ok
     tags = {s.attrs.get(RUN_ATTR) for s in store.segments("fifo")}
