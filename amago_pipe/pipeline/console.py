@@ -1,8 +1,12 @@
-"""Console output of a run: the plan header, live progress bars per stage, and the summary table."""
+"""Console output of a run: the plan header, progress per stage (live bars in a terminal, plain lines in logs and
+pipes, also written to the stage's `stage.log`), and the summary table."""
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +14,17 @@ from rich.console import Console
 from rich.table import Table
 
 from amago_pipe.config.loader import LoadedPipeline
+from amago_pipe.pipeline.fingerprint import STAGE_LOG
 from amago_pipe.pipeline.lockfile import LockFile, StageRecord, effective_status
 from amago_pipe.pipeline.runner import Decision
 from amago_pipe.progress import progress_bar
 
+PROGRESS_EVERY_S = 30.0
+"""Logs and pipes: the longest time between two progress lines."""
+PROGRESS_TENTHS = 10
+"""Logs and pipes: also a progress line each time another 1/10 of the total is done..."""
+PROGRESS_GAP_S = 5.0
+"""...but never two lines closer than this (work of a few seconds prints none)."""
 ACTION_STYLE = {"run": "bold yellow", "resume": "bold cyan", "skip": "green", "excluded": "dim", "busy": "bold red"}
 STATUS_STYLE = {"done": "green", "failed": "bold red", "interrupted": "yellow", "running": "cyan"}
 
@@ -92,14 +103,30 @@ class RichReporter:
         )
 
     def progress_factory(self) -> Any:
-        if self.level < 0 or not self.console.is_terminal:  # no live bars in logs and pipes
+        """Live bars in a terminal; in logs and pipes, `ProgressLines` to the console and the stage's stage.log."""
+        if self.level < 0:
             return None
         console = self.console
+        if not console.is_terminal:
+
+            def lines(description: str, total: float | None, unit: str) -> Any:
+                return progress_lines(description, total, unit, self.progress_line)
+
+            return lines
 
         def factory(description: str, total: float | None, unit: str) -> Any:
             return progress_bar(description, total=total, unit=unit, console=console, indent="    ")
 
         return factory
+
+    def progress_line(self, line: str) -> None:
+        """Print one progress line and append it to the open stage logs (the runner's `stage.log` handlers)."""
+        self.console.print(f"    {line}", markup=False, soft_wrap=True)
+        logger = logging.getLogger(PROGRESS_LOGGER)
+        record = logger.makeRecord(logger.name, logging.INFO, __file__, 0, line, (), None)
+        for handler in logging.getLogger("amago_pipe").handlers:  # not the console's: the line is printed above
+            if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).name == STAGE_LOG:
+                handler.handle(record)
 
     def summary(self, decisions: list[Decision], lock: LockFile) -> None:
         if self.level < -1 or not decisions:
@@ -120,3 +147,75 @@ def summary_table(lock: LockFile, names: list[str], decisions: dict[str, Decisio
         shown = styled(status, STATUS_STYLE.get(status, ""))
         table.add_row(name, shown, action, format_duration(rec.duration), format_metric(rec.metrics))
     return table
+
+
+PROGRESS_LOGGER = "amago_pipe.progress"
+"""The logger name progress lines carry in stage.log."""
+
+
+class ProgressLines:
+    """A Progress for logs and pipes: a plain line (position, rate, elapsed, ETA, the latest fields) at most every
+    PROGRESS_EVERY_S seconds and at each tenth of the total, never two within PROGRESS_GAP_S."""
+
+    def __init__(
+        self,
+        description: str,
+        total: float | None,
+        unit: str,
+        emit: Callable[[str], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.description, self.total, self.unit, self.emit, self.clock = description, total, unit, emit, clock
+        self.completed, self.counted = 0.0, False
+        self.fields: dict[str, Any] = {}
+        self.started = clock()
+        self.mark = (self.started, 0.0)
+        """Time and position of the last line (or the start): the rate shown is the one since."""
+        self.tenth = 0
+
+    def advance(self, n: float = 1) -> None:
+        self.completed += n
+        self.counted = True
+        self._maybe_emit()
+
+    def update(self, *, completed: float | None = None, total: float | None = None, **fields: Any) -> None:
+        if completed is not None:
+            self.completed, self.counted = float(completed), True
+        if total is not None:
+            self.total = total
+        if fields:
+            self.fields = fields
+        self._maybe_emit()
+
+    def _maybe_emit(self) -> None:
+        now = self.clock()
+        since = now - self.mark[0]
+        tenth = int(PROGRESS_TENTHS * self.completed / self.total) if self.total else 0
+        if since >= PROGRESS_EVERY_S or (tenth > self.tenth and since >= PROGRESS_GAP_S):
+            self.emit(self.line(now))
+            self.mark, self.tenth = (now, self.completed), tenth
+
+    def line(self, now: float) -> str:
+        """`train x: 120/1,000 steps (12%), 4.1 steps/s, elapsed 29.3s, ETA 3m34s  loss=0.4`."""
+        done, total, unit = self.completed, self.total, f" {self.unit}" if self.unit else ""
+        rate = (done - self.mark[1]) / max(now - self.mark[0], 1e-9)
+        parts = []
+        if self.counted:
+            parts.append(
+                f"{done:,.0f}/{total:,.0f}{unit} ({100 * done / total:.0f}%)" if total else f"{done:,.0f}{unit}"
+            )
+            parts.append(f"{rate:,.0f}{unit}/s" if rate >= 100 else f"{rate:.3g}{unit}/s")
+        parts.append(f"elapsed {format_duration(now - self.started)}")
+        if self.counted and total and rate > 0:
+            parts.append(f"ETA {format_duration(max(0.0, total - done) / rate)}")
+        info = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.fields.items())
+        return f"{self.description}: {', '.join(parts)}" + (f"  {info}" if info else "")
+
+
+@contextmanager
+def progress_lines(
+    description: str, total: float | None, unit: str, emit: Callable[[str], None]
+) -> Iterator[ProgressLines]:
+    """`with progress_lines(...) as task:` a `ProgressLines` (the `progress_factory` form for logs and pipes)."""
+    yield ProgressLines(description, total, unit, emit)

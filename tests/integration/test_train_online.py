@@ -4,6 +4,7 @@ exact resume (data collected after the checkpoint is dropped), warm starts and t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -172,3 +173,55 @@ def test_init_from_best_copies_the_validation_best_epoch_whole(amago, tmp_path: 
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "stages.online.init_from.which: stage 'offline' has no best checkpoint" in refused.stderr
     assert not (tmp_path / "again/stages/online/checkpoints").exists()
+
+
+SLOW_ENV = """
+import time
+
+from amago_pipe.envs.toy import ToyEnv
+
+
+class SlowEnv(ToyEnv):
+    def step(self, action):
+        time.sleep(0.02)  # a real env's cost: the train lasts 10 s or more on any machine
+        return super().step(action)
+
+
+def make(**kwargs):
+    return SlowEnv(**kwargs)
+"""
+SLOW_PIPELINE = """
+version: 1
+name: slow
+store: store.zarr
+stages:
+  train:
+    type: train
+    partitions: {fifo: 1.0}
+    online: {env: {factory: "slow_env:make", kwargs: {min_len: 4, max_len: 9}, n_envs: 1}, timesteps_per_epoch: 25}
+    max_seq_len: 6
+    batch_size: 3
+    epochs: 20
+    updates_per_epoch: 1
+    warmup_steps: 1
+    model:
+      tstep_encoder: {type: ff, d_hidden: 8, d_output: 8}
+      traj_encoder: {type: gru, d_model: 8, n_layers: 1}
+    agent: {type: agent, actor: {d_hidden: 8}, critic: {d_hidden: 8, num_critics: 2}}
+    logging: {plots: false}
+"""
+
+
+def test_a_piped_train_prints_progress_lines_to_the_console_and_stage_log(amago, tmp_path: Path) -> None:
+    (tmp_path / "slow_env.py").write_text(SLOW_ENV)
+    (tmp_path / "p.yaml").write_text(SLOW_PIPELINE)
+    proc = amago("run", "p.yaml", check=True, timeout=300)  # stdout is a pipe, as under nohup, CI or slurm
+    pattern = r"train train: \d+/20 steps \(\d+%\), [\d.,]+ steps/s, elapsed [\dhms.]+, ETA [\dhms.]+  epoch=\d+/20"
+    printed = re.findall(rf"^    ({pattern}.*)$", proc.stdout, re.MULTILINE)
+    assert printed, proc.stdout
+    logged = re.findall(
+        rf"INFO amago_pipe.progress: ({pattern}.*)$",
+        (tmp_path / "runs/slow/stages/train/stage.log").read_text(),
+        re.MULTILINE,
+    )
+    assert logged == printed
