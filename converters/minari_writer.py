@@ -6,14 +6,18 @@ dataset behind. An flock per dataset id (released by the kernel when its holder 
 of one id fail fast. Every dataset gets `MARK` as its `algorithm_name` (only datasets marked by amago-pipe are
 ever replaced) and per-episode `META_PREFIX` attributes, so the Minari converter reads it back losslessly.
 Uses minari's buffer API (not DataCollector, which needs jax). numpy + gymnasium + minari (lazily); no torch.
+h5py crashes the process when a write fails for lack of space, so each batch is checked against the free disk space
+and the file-size limit first (`check_room`): an OutOfSpaceError naming the dataset, nothing left behind.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import resource
 import shutil
 import warnings
 from collections.abc import Iterable, Iterator
@@ -22,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from amago_pipe.errors import ConfigError, DataError, LockError
+from amago_pipe.errors import AmagoPipeError, ConfigError, DataError, LockError, out_of_space, out_of_space_error
 from amago_pipe.gym_spaces import actions_like
 from amago_pipe.hashing import hash_tree
 from amago_pipe.spec import nest_like
@@ -48,6 +52,9 @@ GOALS_INFO = "amago_goals"
 """Info group holding an episode's goal fields (restored as goals by the Minari converter)."""
 BATCH_TIMESTEPS = 50_000
 """Episodes are handed to Minari in batches of about this many timesteps."""
+HDF5_ARRAY_BYTES = 4096
+"""Room counted per array of an episode on top of its data (HDF5 dataset header, chunk index, attributes: measured
+about 3 kB); over-counting only refuses a write that would leave the disk nearly full."""
 WORK_DIR = ".amago-pipe"
 """Hidden folder of the Minari root (Minari's listing skips it) with the per-id locks and staging folders."""
 
@@ -150,7 +157,8 @@ def write_minari_dataset(
     try:
         with minari_local.minari_root(staging):
             spaces = (observation_space, action_space)
-            _write(dataset_id, episodes, spaces, env_spec, description or f"written by {MARK}", author or MARK)
+            about = (description or f"written by {MARK}", author or MARK)
+            _write(dataset_id, episodes, spaces, env_spec, about, target)
         _ensure_namespace(dataset_id)
         if target.exists():
             old.parent.mkdir(parents=True, exist_ok=True)
@@ -158,9 +166,11 @@ def write_minari_dataset(
             moved = True
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(staging / dataset_id, target)
-    except BaseException:
+    except BaseException as e:
         if moved and not target.exists():  # put the previous dataset back
             os.replace(old, target)
+        if isinstance(e, Exception) and not isinstance(e, AmagoPipeError) and out_of_space(e) is not None:
+            raise out_of_space_error(target, e, kept="nothing was written") from e
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -169,12 +179,19 @@ def write_minari_dataset(
 
 
 def _write(
-    dataset_id: str, episodes: Iterable[Episode], spaces: tuple[Any, Any], env_spec: Any, description: str, author: str
+    dataset_id: str,
+    episodes: Iterable[Episode],
+    spaces: tuple[Any, Any],
+    env_spec: Any,
+    about: tuple[str, str],
+    target: Path,
 ) -> None:
-    """Create the (empty) dataset under the current Minari root, then append `episodes` batch by batch."""
+    """Create the (empty) dataset under the current Minari root (`about`: description, author), then append
+    `episodes` batch by batch (`target`: where it will be, named when there is no room)."""
     import minari
 
     obs_space, act_space = spaces
+    description, author = about
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # optional metadata (code_permalink, author_email) missing
         storage = minari.create_dataset_from_buffers(
@@ -195,18 +212,19 @@ def _write(
         batch.append(episode)
         pending += episode.length
         if pending >= BATCH_TIMESTEPS:
-            written = _flush(storage, batch, written, spaces)
+            written = _flush(storage, batch, written, spaces, target)
             batch, pending = [], 0
     if batch:
-        written = _flush(storage, batch, written, spaces)
+        written = _flush(storage, batch, written, spaces, target)
     if written == 0:
         raise DataError(f"no episodes to write to Minari dataset '{dataset_id}'")
 
 
-def _flush(storage: Any, batch: list[Episode], written: int, spaces: tuple[Any, Any]) -> int:
+def _flush(storage: Any, batch: list[Episode], written: int, spaces: tuple[Any, Any], target: Path) -> int:
     """Append a batch of episodes and their metadata; the number of episodes written so far."""
     from minari.data_collector import EpisodeBuffer
 
+    check_room(Path(storage.data_path), sum(episode_bytes(ep) for ep in batch), target)
     obs_space, act_space = spaces
     storage.update_episodes(
         EpisodeBuffer(
@@ -230,6 +248,29 @@ def _flush(storage: Any, batch: list[Episode], written: int, spaces: tuple[Any, 
     ]
     storage.update_episode_metadata(metas, episode_indices=range(written, written + len(batch)))
     return written + len(batch)
+
+
+def episode_bytes(episode: Episode) -> int:
+    """Room an episode takes in a Minari HDF5 file (an upper bound): its arrays as written (rewards float64), its
+    metadata, and HDF5_ARRAY_BYTES per array and for its attributes."""
+    arrays = [*episode.obs.values(), *episode.goals.values(), episode.actions, episode.terminated, episode.truncated]
+    data = sum(np.asarray(a).nbytes for a in arrays) + 8 * episode.length + len(json.dumps(episode.meta))
+    return int(data + HDF5_ARRAY_BYTES * (len(arrays) + 2))
+
+
+def check_room(data_dir: Path, needed: int, target: Path) -> None:
+    """OutOfSpaceError naming dataset `target` when `needed` more bytes do not fit in `data_dir`'s HDF5 file: less
+    free disk space, or the file would pass the file-size limit (RLIMIT_FSIZE)."""
+    size = sum(f.stat().st_size for f in data_dir.glob("*.hdf5"))
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY and size + needed > limit:
+        number = errno.EFBIG
+    elif needed > shutil.disk_usage(data_dir).free:
+        number = errno.ENOSPC
+    else:
+        return
+    cause = OSError(number, os.strerror(number), str(data_dir))
+    raise out_of_space_error(target, cause, kept=f"nothing was written (it needs about {needed:,} bytes more)")
 
 
 def _ensure_namespace(dataset_id: str) -> None:

@@ -1,7 +1,8 @@
 """Run one conversion into a store partition: atomic, idempotent, checked, reported.
 
 The only place converters meet the store (`TrajectoryStore.writer(atomic=True)`); a failed or interrupted
-conversion leaves the partition as it was and removes only what it wrote. Conversions of one source running
+conversion leaves the partition as it was (a partition or store it created is removed) and removes only what it
+wrote; running out of space is an OutOfSpaceError naming the store and partition. Conversions of one source running
 at once settle on one copy; a convert stage's conversion replaces what that stage wrote before (its `owner`
 tag). numpy + the store; no torch, no click.
 """
@@ -12,7 +13,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from amago_pipe.errors import DataError, Interrupted
+from amago_pipe.errors import (
+    AmagoPipeError,
+    DataError,
+    Interrupted,
+    OutOfSpaceError,
+    out_of_space,
+    out_of_space_error,
+)
 from amago_pipe.progress import Progress
 
 from .base import Converter, EpisodeFilter, SourceInfo, check_finite, make_converter
@@ -95,15 +103,32 @@ def _run(
     should_stop: Callable[[], bool] | None,
     owner: str | None,
 ) -> None:
-    from amago_pipe.store.leftovers import discard_if_unused
+    from amago_pipe.store.leftovers import discard_if_unused, discard_partition_if_unused
 
+    where = f"{store_url} (partition '{config.partition}')"
     store = _open_store(store_url, info)
+    fresh = config.partition not in store.partitions()
     try:
         _write(store, converter, info, config, report, progress, should_stop, owner)
-    except BaseException:
-        if store.created:  # only ever what this process wrote: the store stays if anyone else wrote to it
-            discard_if_unused(store.files)
-        raise
+    except BaseException as e:
+        # only ever what this process wrote: the store or partition stays if anyone else wrote to it
+        if store.created and discard_if_unused(store.files):
+            kept = "the store it created was removed"
+        else:
+            kept = "the store was left as it was"
+            if fresh:
+                discard_partition_if_unused(store.files, config.partition)
+        no_space = _no_space(where, e, kept)
+        if no_space is None:
+            raise
+        raise no_space from e
+
+
+def _no_space(where: str, e: BaseException, kept: str) -> OutOfSpaceError | None:
+    """The OutOfSpaceError naming `where` when `e` is a write that ran out of space (None otherwise)."""
+    if isinstance(e, Exception) and not isinstance(e, AmagoPipeError) and out_of_space(e) is not None:
+        return out_of_space_error(where, e, kept=kept)
+    return None
 
 
 def _write(
@@ -198,6 +223,10 @@ def _open_store(store_url: str | Path, info: SourceInfo) -> TrajectoryStore:
             f"{info.name} cannot go into store {store_url}: {e}. Convert into a new store (another --store path), "
             f"or change the conversion options (e.g. info_keys) so the data matches the store"
         ) from e
+    except OSError as e:  # no room for the store's first files
+        if out_of_space(e) is None:
+            raise
+        raise out_of_space_error(store_url, e) from e
 
 
 def _previous_segments(

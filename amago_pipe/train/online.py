@@ -28,8 +28,9 @@ from amago_pipe.envs.exploration import ExploringPolicy, make_exploration
 from amago_pipe.envs.stats import flat_metrics, summarize
 from amago_pipe.envs.stepper import Stepper
 from amago_pipe.envs.vector import make_batched_env
-from amago_pipe.errors import DataError
+from amago_pipe.errors import AmagoPipeError, DataError, out_of_space, out_of_space_error
 from amago_pipe.store import SegmentInfo, TrajectoryStore
+from amago_pipe.store.leftovers import discard_partition_if_unused
 from amago_pipe.train import checkpoint as ckpt
 
 log = logging.getLogger("amago_pipe.train")
@@ -226,7 +227,7 @@ class OnlineCollector:
         was_training = self.agent.training
         self.agent.eval()
         written = {"episodes": 0, "timesteps": 0}
-
+        fresh = self.cfg.partition not in self.store.partitions()
         try:
             with self.store.writer(self.cfg.partition, attrs=attrs) as writer:
 
@@ -236,6 +237,9 @@ class OnlineCollector:
                     written["timesteps"] += episode.length
 
                 result = self.stepper.run(self.vector_steps, on_episode=add, check_stop=check_stop)
+        except BaseException as e:
+            self._failed_append(e, fresh)
+            raise
         finally:
             self.agent.train(was_training)
         self._check_capacity(written["timesteps"], max((st.length for st in result.stats), default=0))
@@ -255,6 +259,15 @@ class OnlineCollector:
             keep = ("return_mean", "length_mean", "success_rate")
             row.update({f"online/{k}": v for k, v in summary.items() if k in keep or k.startswith("task")})
         return row
+
+    def _failed_append(self, e: BaseException, fresh: bool) -> None:
+        """After a failed epoch's append: remove the partition it created when nothing is in it, and raise the
+        OutOfSpaceError naming the store and partition when it ran out of space (else the caller re-raises `e`)."""
+        if fresh:
+            discard_partition_if_unused(self.store.files, self.cfg.partition)
+        if isinstance(e, Exception) and not isinstance(e, AmagoPipeError) and out_of_space(e) is not None:
+            kept = "episodes sealed before stay; those not yet sealed were dropped"
+            raise out_of_space_error(f"{self.store.url} (partition '{self.cfg.partition}')", e, kept=kept) from e
 
     def _check_capacity(self, written: int, longest: int) -> None:
         """DataError when the fifo capacity evicted everything just written (smaller than one episode)."""
