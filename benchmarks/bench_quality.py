@@ -8,7 +8,8 @@
     python benchmarks/bench_quality.py online-pendulum --seeds 0 1 2 --plot benchmarks/plots/online-pendulum.png
 
 Each seed runs `amago-pipe run pipelines/<name>.yaml --set seed=<s>` in `runs/quality/<name>-s<s>/` (its own
-Minari root there), with validation rollouts (10 episodes) after every epoch to time when the policy first
+store and Minari root there: seeds never share data, and an online train refuses a FIFO holding another run's), with
+validation rollouts (10 episodes) after every epoch to time when the policy first
 solves the task. One torch thread per run (OMP_NUM_THREADS=1). Prints a Markdown table; `--plot` draws the
 validation return against the whole loop's wall time and (online) against env steps.
 """
@@ -41,11 +42,22 @@ TASKS: dict[str, dict[str, Any]] = {
 }
 
 
+def store_override(pipeline: Path, store: Path) -> str:
+    """`--set` value giving a run its own store: `store.path=...` where the pipeline's `store:` is a mapping (its
+    partition settings, e.g. a FIFO capacity, stay), else `store=...`."""
+    import yaml
+
+    declared = yaml.safe_load(pipeline.read_text()).get("store")
+    return f"store.path={store}" if isinstance(declared, dict) else f"store={store}"
+
+
 def run_seed(name: str, seed: int, root: Path, extra: list[str]) -> dict[str, Any]:
     task = TASKS[name]
     run_dir = root / f"{name}-s{seed}"
+    pipeline = REPO / "pipelines" / f"{task.get('pipeline', name)}.yaml"
     overrides = [
         f"seed={seed}",
+        store_override(pipeline, run_dir / "store.zarr"),
         f"stages.{task.get('train', 'train')}.num_threads=1",
         f"stages.{task.get('train', 'train')}.validate={{env: {{id: {task['env']}, n_envs: 10}}, episodes: 10, every: 1}}",
         *task.get("overrides", []),
@@ -57,7 +69,7 @@ def run_seed(name: str, seed: int, root: Path, extra: list[str]) -> dict[str, An
         "amago_pipe.cli",
         "-q",
         "run",
-        str(REPO / "pipelines" / f"{task.get('pipeline', name)}.yaml"),
+        str(pipeline),
         "--run-dir",
         str(run_dir),
     ]

@@ -42,12 +42,17 @@ from amago_pipe.testing.reliability import (
     audit_episodes,
     episode_key,
     episodes_by_writer,
-    export_refusals,
-    export_rounds,
     leftovers,
-    online_rounds,
     run_all,
     verify_cli,
+)
+from amago_pipe.testing.reliability_scenarios import (
+    export_refusals,
+    export_rounds,
+    online_rounds,
+    same_checkpoints,
+    train_store,
+    trained_epochs,
 )
 
 WEIGHTS = {"convert-d4rl": 3, "convert-minari": 2, "collect": 3, "train": 2, "export": 2, "online-shared": 2}
@@ -241,18 +246,6 @@ def collect_audit(store: Path, tags: list[str], cli_pids: list[int]) -> Audit:
 # ---------------------------------------------------------------- train
 
 
-def train_store(path: Path) -> None:
-    """16 random discrete-action episodes."""
-    from amago_pipe.store import TrajectoryStore
-    from amago_pipe.testing.episodes import example_specs, random_episode
-
-    spec = example_specs()["discrete"]
-    rng = np.random.default_rng(0)
-    with TrajectoryStore.create(path, spec).writer(PARTITION) as writer:
-        for i in range(16):
-            writer.add(random_episode(spec, int(rng.integers(5, 30)), rng, terminated=i % 2 == 0))
-
-
 def train_scenario(b: Battery, kills: int) -> Row:
     """Trainings signalled at random moments and resumed each time until one ends, against a straight run;
     another training starts while kills are left. Every one must end bit-identical to the straight run."""
@@ -287,32 +280,6 @@ def train_scenario(b: Battery, kills: int) -> Row:
     debris = [x.path for x in leftovers(here, [here / "store.zarr"])]
     row.problems += [f"left behind: {', '.join(debris[:5])}"] if debris else []
     return row
-
-
-def trained_epochs(run_dir: Path) -> int:
-    """Epochs in the latest checkpoint of a run dir (0 before the first)."""
-    import json
-
-    state = run_dir / "stages/train/checkpoints/latest/state.json"
-    return int(json.loads(state.read_text())["state"]["epoch"]) if state.exists() else 0
-
-
-def same_checkpoints(a: Path, b: Path) -> tuple[bool, str]:
-    """Whether the latest checkpoints of two run dirs hold bit-identical model and optimizer tensors."""
-    import torch
-    from safetensors.torch import load_file
-
-    for name in ("model", "optimizer"):
-        paths = [d / "stages/train/checkpoints/latest" / f"{name}.safetensors" for d in (a, b)]
-        if not all(p.exists() for p in paths):
-            return False, f"{name}.safetensors missing"
-        x, y = (load_file(str(p)) for p in paths)
-        if x.keys() != y.keys():
-            return False, f"{name}: tensor names differ"
-        differ = [k for k in x if not torch.equal(x[k], y[k])]
-        if differ:
-            return False, f"{name}: {len(differ)} of {len(x)} tensors differ (first: {differ[0]})"
-    return True, ""
 
 
 # ---------------------------------------------------------------- export
