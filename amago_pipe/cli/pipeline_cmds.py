@@ -52,12 +52,13 @@ def _setup_logging(level: int) -> None:
 def _runner(pipeline: Path, overrides: tuple[str, ...], run_dir: Path | None, level: int, plan_only: bool) -> Any:
     from amago_pipe.config.loader import load_pipeline
     from amago_pipe.pipeline.console import RichReporter
+    from amago_pipe.pipeline.preflight import check_env_ids
     from amago_pipe.pipeline.runner import Runner
 
     if int(os.environ.get("RANK", "0")) > 0:  # secondary process of a multi-process launch: rank 0 reports
         level = -2
     _setup_logging(level)
-    loaded = load_pipeline(pipeline, overrides)
+    loaded = load_pipeline(pipeline, overrides, checks=(check_env_ids,))
     return Runner(loaded, run_dir, RichReporter(console(), level=level, plan_only=plan_only))
 
 
@@ -113,14 +114,18 @@ def plan(obj: Verbosity, pipeline: Path, overrides: tuple[str, ...], run_dir: Pa
 @_set_option
 @click.pass_obj
 def validate(obj: Verbosity, pipelines: tuple[Path, ...], overrides: tuple[str, ...]) -> None:
-    """Check pipeline files (every problem, with file:line) without running anything."""
+    """Check pipeline files (every problem, with file:line) without running anything.
+
+    What needs the store, an env made or an optional package is checked by `plan` and at the start of `run`.
+    """
     from amago_pipe.config.loader import load_pipeline
     from amago_pipe.pipeline.layout import check_store_placement, default_run_dir
+    from amago_pipe.pipeline.preflight import check_env_ids
 
     failures: list[str] = []
     for path in pipelines:
         try:
-            loaded = load_pipeline(path, overrides)
+            loaded = load_pipeline(path, overrides, checks=(check_env_ids,))
             check_store_placement(loaded, default_run_dir(loaded))
         except ConfigError as e:
             failures.extend(e.problems)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from amago_pipe.config.evaluate import EvaluateStageConfig
 from amago_pipe.config.export import ExportStageConfig
 from amago_pipe.config.online import OnlineConfig
 from amago_pipe.config.pipeline import PipelineConfig, name_problem
+from amago_pipe.config.stage_refs import check_stage_references
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.config.yaml_io import load_yaml, parse_scalar
 from amago_pipe.errors import ConfigError, did_you_mean
@@ -35,8 +37,15 @@ class LoadedPipeline:
     """Resolved dependencies of each stage (defaults filled in)."""
 
 
-def load_pipeline(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> LoadedPipeline:
-    """Read, override, resolve and validate a pipeline file; raise ConfigError listing every problem."""
+Check = Callable[[PipelineConfig, Problems], None]
+"""An extra check of a built pipeline from a higher layer (e.g. env ids against gymnasium's registry)."""
+
+
+def load_pipeline(
+    path: str | Path, overrides: list[str] | tuple[str, ...] = (), checks: Sequence[Check] = ()
+) -> LoadedPipeline:
+    """Read, override, resolve and validate a pipeline file; raise ConfigError listing every problem (those of
+    `checks` too, with file:line)."""
     path = Path(path)
     data, lines, duplicates = load_yaml(path)
     set_paths: dict[str, str] = {}
@@ -65,11 +74,21 @@ def load_pipeline(path: str | Path, overrides: list[str] | tuple[str, ...] = ())
     cfg = build(PipelineConfig, data, problems)
     needs = check_graph(data.get("stages"), problems)
     if cfg is not None:
-        check_best_has_validation(cfg, needs, problems)
-        check_partition_names(cfg, problems)
+        check_across_stages(cfg, needs, problems, checks)
     problems.raise_if_any()
     assert cfg is not None  # problems were raised otherwise
     return LoadedPipeline(cfg, data, path, needs)
+
+
+def check_across_stages(
+    cfg: PipelineConfig, needs: dict[str, list[str]], problems: Problems, checks: Sequence[Check]
+) -> None:
+    """The checks of a built pipeline that look at several stages (and the extra `checks`)."""
+    check_best_has_validation(cfg, needs, problems)
+    check_partition_names(cfg, problems)
+    check_stage_references(cfg, needs, problems)
+    for check in checks:
+        check(cfg, problems)
 
 
 def _ancestors(key_path: str) -> list[str]:

@@ -36,6 +36,15 @@ def load_flash_attn() -> Callable[..., torch.Tensor]:
     return fn
 
 
+def flash_attn_missing() -> str:
+    """Why flash-attn cannot be imported here (the ImportError's text), '' when it can: checked before a run."""
+    try:
+        load_flash_attn()
+    except MissingDependencyError as e:
+        return str(e.__cause__)
+    return ""
+
+
 def band_mask(length: int, window: int, device: torch.device) -> torch.Tensor:
     """`(L, L)` bool mask, true where key j may be seen by query i: `i - window < j <= i`."""
     idx = torch.arange(length, device=device)

@@ -1,7 +1,10 @@
-"""Config diffs of stage records and the stage log name; the hashes themselves live in `amago_pipe.hashing`."""
+"""Config diffs of stage records, the keys left out of a config hash, the stage log name; the hashes themselves live
+in `amago_pipe.hashing`."""
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterable
 from typing import Any
 
 STAGE_LOG = "stage.log"
@@ -20,3 +23,17 @@ def changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
                 out.extend(changed_keys(old[key], new[key], path))
         return out
     return [] if old == new else [prefix]
+
+
+def without_keys(config: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """A `stage_config` (`{"stage": ..., "store": ..., "seed": ...}`) without the stage keys `keys` (dotted paths
+    inside the stage, e.g. `logging`); `config` itself is not changed."""
+    out = copy.deepcopy(config)
+    for key in keys:
+        node: Any = out.get("stage")
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return out

@@ -1,7 +1,8 @@
 """Run a pipeline: decide per stage (run, resume, skip — and why), execute, record in the lock file.
 
-Decisions are made stage by stage just before each runs, so a stage's inputs may be produced by
-the stages before it. The console is a `Reporter` (see console.py); this module prints nothing.
+A run is planned first, and the stages that will run are checked (`Stage.preflight`) before anything is written;
+then decisions are made again stage by stage just before each runs, so a stage's inputs may be produced by the
+stages before it. The console is a `Reporter` (see console.py); this module prints nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import threading
 import time
@@ -24,7 +24,7 @@ from amago_pipe.config.loader import LoadedPipeline
 from amago_pipe.config.yaml_io import dump_yaml
 from amago_pipe.errors import AmagoPipeError, ConfigError, Interrupted, LockError, StageFailed, out_of_space
 from amago_pipe.hashing import hash_json, hash_tree
-from amago_pipe.pipeline.fingerprint import STAGE_LOG, changed_keys
+from amago_pipe.pipeline.fingerprint import STAGE_LOG, changed_keys, without_keys
 from amago_pipe.pipeline.graph import FORCE_ALL, Selection, select, topological_order
 from amago_pipe.pipeline.layout import (
     check_store_placement,
@@ -33,7 +33,9 @@ from amago_pipe.pipeline.layout import (
     store_elsewhere_warning,
     superseded_path,
 )
-from amago_pipe.pipeline.lockfile import LockFile, RunLock, StageRecord, write_atomic
+from amago_pipe.pipeline.lockfile import LOCK_FILE, LockFile, RunLock, StageRecord, write_atomic
+from amago_pipe.pipeline.preflight import Preflight, raise_all
+from amago_pipe.pipeline.signals import StopOnSignal
 from amago_pipe.pipeline.stage import Stage, StageContext
 from amago_pipe.processes import alive_here
 
@@ -74,12 +76,20 @@ class Runner:
         self.run_dir = Path(run_dir) if run_dir else default_run_dir(loaded)
         self.reporter = reporter
         self.stop_event = threading.Event()
-        self.signum = 0
+        self._stopper: StopOnSignal | None = None
         self.decisions: list[Decision] = []
         self.rank = int(os.environ.get("RANK", "0"))
         """Process rank under torchrun/accelerate; ranks > 0 run only `distributed` stages and record nothing."""
         self.run_id = ""
         """The run directory's id (from its lock file), which the stages tag their store segments with."""
+        self._tree_hashes: dict[str, str] = {}
+        """Stage folder hashes computed while planning, reused when deciding again (a stage folder changes only
+        when its stage runs)."""
+
+    @property
+    def signum(self) -> int:
+        """The signal that asked this run to stop (0: none)."""
+        return self._stopper.signum if self._stopper is not None else 0
 
     # ---- planning -------------------------------------------------------------------------------
     def _context(self, name: str, resume: bool = False) -> StageContext:
@@ -113,8 +123,25 @@ class Runner:
         config = {"stage": stage, "store": self.loaded.config.store_path, "seed": self.loaded.config.seed}
         return dict(json.loads(json.dumps(config, default=str)))
 
-    def output_hash(self, stage: Stage) -> str:
-        files = hash_tree(stage.ctx.out_dir, exclude=(STAGE_LOG, *type(stage).side_outputs))
+    def config_hash(self, name: str, config: dict[str, Any]) -> str:
+        """The hash identifying a `stage_config`: without the keys its stage type leaves `untracked` (`logging`)."""
+        untracked = getattr(self.loaded.config.stages[name].implementation(), "untracked", ())
+        return hash_json(without_keys(config, untracked))
+
+    def _same_config(self, name: str, prev: StageRecord, new: StageRecord) -> bool:
+        """Whether a recorded config has the identity of `new`'s (recomputed from the recorded keys, so records
+        made before keys were left out still match)."""
+        if prev.config:
+            return self.config_hash(name, prev.config) == new.config_hash
+        return prev.config_hash in (new.config_hash, hash_json(new.config))
+
+    def output_hash(self, stage: Stage, *, reuse: bool = False) -> str:
+        """Hash of a stage's folder and external outputs; `reuse`: the folder hash of this run's planning pass."""
+        name = stage.ctx.name
+        files = self._tree_hashes.get(name) if reuse else None
+        if files is None:
+            files = hash_tree(stage.ctx.out_dir, exclude=(STAGE_LOG, *type(stage).side_outputs))
+            self._tree_hashes[name] = files
         return hash_json({"files": files, "external": stage.output_fingerprints()})
 
     def decide(self, name: str, lock: LockFile, sel: Selection, rerun: set[str], selected: set[str]) -> Decision:
@@ -135,7 +162,7 @@ class Runner:
         if name not in selected:
             return Decision(name, "excluded", "not selected", prev)
         config = self.stage_config(name)
-        new = StageRecord(config_hash=hash_json(config), config=config)
+        new = StageRecord(config_hash=self.config_hash(name, config), config=config)
         if prev.status == "running" and self.rank == 0 and alive_here(prev.host, prev.pid, prev.started):
             return Decision(name, "busy", f"pid {prev.pid} on this host is still running it", prev)
         up_rerun = [d for d in self.loaded.needs[name] if d in rerun]
@@ -155,11 +182,18 @@ class Runner:
             k for k in {*prev.input_hashes, *new.input_hashes} if prev.input_hashes.get(k) != new.input_hashes.get(k)
         )
         upstream = [d for d in new.upstream if prev.upstream.get(d) != new.upstream[d]]
-        if status == "done" and prev.config_hash == new.config_hash and not inputs and not upstream:
-            if self.output_hash(stage) != prev.output_hash:
+        same = self._same_config(name, prev, new)
+        if status == "done" and same and not inputs and not upstream:
+            if self.output_hash(stage, reuse=True) != prev.output_hash:
                 return Decision(name, "run", "outputs missing or modified", new)
-            return Decision(name, "skip", "unchanged", prev)
-        keys = None if prev.config_hash != new.config_hash and not prev.config else _shown_keys(prev.config, config)
+            untracked = _shown_keys(prev.config, config) if prev.config else []
+            why = (
+                f" ({', '.join(untracked)}: changes nothing it hands on; applies when it next runs)"
+                if untracked
+                else ""
+            )
+            return Decision(name, "skip", f"unchanged{why}", prev)
+        keys = None if not same and not prev.config else _shown_keys(prev.config, config)
         restart = self._restart_reason(stage, status, keys, inputs, upstream)
         if restart:
             return Decision(name, "run", restart, new)
@@ -182,7 +216,8 @@ class Runner:
         """Why a stage that ran before must start over; '' when it can resume from its partial output."""
         if keys is None:
             return "config changed"
-        unsafe = [k for k in keys if not any(k == s or k.startswith(f"{s}.") for s in type(stage).resume_safe)]
+        safe = (*type(stage).resume_safe, *type(stage).untracked)
+        unsafe = [k for k in keys if not any(k == s or k.startswith(f"{s}.") for s in safe)]
         if unsafe:
             return f"config changed ({', '.join(unsafe)})"
         if inputs:
@@ -199,7 +234,10 @@ class Runner:
 
     # ---- running --------------------------------------------------------------------------------
     def run(self, sel: Selection | None = None, *, dry_run: bool = False) -> list[Decision]:
-        """Plan (and unless `dry_run`, execute) the selected stages; raise on failure or interrupt."""
+        """Plan and check (and unless `dry_run`, execute) the selected stages; raise on failure or interrupt.
+
+        A run refused by the checks of its plan (`preflight`) has written nothing, not even its run directory.
+        """
         sel = sel or Selection()
         selected = select(self.loaded.needs, sel)
         check_store_placement(self.loaded, self.run_dir)
@@ -207,11 +245,17 @@ class Runner:
         warning = store_elsewhere_warning(self.loaded, self.run_dir)
         if warning:
             log.warning(warning)
+        planned = _lock_text(self.run_dir)
+        plan = self._walk(LockFile.load(self.run_dir), sel, selected, execute=False, report=dry_run)
+        self.preflight(plan)
         if dry_run:
-            return self._walk(LockFile.load(self.run_dir), sel, selected, execute=False)
+            return plan
         if self.rank > 0:
+            self._tree_hashes.clear()  # rank 0 may be running stages meanwhile
             return self._walk(LockFile.load(self.run_dir), sel, selected, execute=True)
         with RunLock(self.run_dir) as run_lock:
+            if _lock_text(self.run_dir) != planned:  # another run finished stages since the plan
+                self._tree_hashes.clear()
             if run_lock.took_over:
                 log.warning(
                     "took over a stale run lock left by pid %s (no longer running)", run_lock.took_over.get("pid")
@@ -221,20 +265,37 @@ class Runner:
                 if record.status == "running" and alive_here(record.host, record.pid, record.started):
                     raise _busy_error(self.run_dir, name, record.pid)
             write_atomic(self.run_dir / "resolved.yaml", dump_yaml(self.loaded.data))
-            with self._signals():
+            with StopOnSignal(self.stop_event) as stopper:
+                self._stopper = stopper
                 try:
                     return self._walk(lock, sel, selected, execute=True)
                 finally:
                     self.reporter.summary(self.decisions, lock)
 
-    def _walk(self, lock: LockFile, sel: Selection, selected: set[str], *, execute: bool) -> list[Decision]:
+    def preflight(self, plan: list[Decision]) -> None:
+        """Refuse the run before any stage starts when a stage that would run is known to fail: its env ids, env
+        spaces against the data, options the data or the installed packages cannot serve (`Stage.preflight`);
+        every problem at once."""
+        checks = Preflight(self.loaded.config, topological_order(self.loaded.needs))
+        for d in plan:
+            if d.action in ("run", "resume"):
+                stage = self._stage(d.name, self._context(d.name))
+                with checks.collecting():
+                    checks.check_ids(stage.config, f"stages.{d.name}")
+                    stage.preflight(checks)
+        raise_all(checks.errors)
+
+    def _walk(
+        self, lock: LockFile, sel: Selection, selected: set[str], *, execute: bool, report: bool = True
+    ) -> list[Decision]:
         rerun: set[str] = set()
         self.run_id = lock.run_id
         decisions = self.decisions = []
         for name in topological_order(self.loaded.needs):
             d = self.decide(name, lock, sel, rerun, selected)
             decisions.append(d)
-            self.reporter.decision(d)
+            if report:
+                self.reporter.decision(d)
             if d.action == "busy" and execute:
                 raise _busy_error(self.run_dir, name, d.record.pid)
             if d.action in ("run", "resume", "busy"):
@@ -259,6 +320,7 @@ class Runner:
             log.info("moved the old outputs of stage '%s' to %s", name, d.move_to)
         elif not resume and ctx.out_dir.exists():
             shutil.rmtree(ctx.out_dir)
+        self._tree_hashes.pop(name, None)
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         stage = self._stage(name, ctx)
         record = d.record
@@ -310,37 +372,18 @@ class Runner:
             handler.close()
             self.reporter.stage_finished(name, record)
 
-    # ---- signals --------------------------------------------------------------------------------
-    def _signals(self) -> Any:
-        runner = self
-
-        class _Handlers:
-            def __enter__(self) -> None:
-                self.saved = {}
-                if threading.current_thread() is not threading.main_thread():
-                    return
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    self.saved[sig] = signal.signal(sig, self.handle)
-
-            def handle(self, signum: int, frame: Any) -> None:
-                if runner.stop_event.is_set():  # second signal: stop now
-                    raise Interrupted("stopped", signum=signum)
-                runner.signum = signum
-                runner.stop_event.set()
-                log.warning(
-                    "received %s: stopping after the current step (send again to stop now)", signal.Signals(signum).name
-                )
-
-            def __exit__(self, *exc: object) -> None:
-                for sig, old in self.saved.items():
-                    signal.signal(sig, old)
-
-        return _Handlers()
-
 
 def _shown_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Changed keys of two `stage_config`s as a user writes them: `logging.log_interval`, `pipeline seed`."""
     return [k.removeprefix("stage.") if k.startswith("stage.") else f"pipeline {k}" for k in changed_keys(old, new)]
+
+
+def _lock_text(run_dir: Path) -> str:
+    """The lock file's text ('' when absent): whether another run recorded stages since a plan."""
+    try:
+        return (run_dir / LOCK_FILE).read_text()
+    except OSError:
+        return ""
 
 
 def _busy_error(run_dir: Path, name: str, pid: int | None) -> LockError:

@@ -13,13 +13,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from amago_pipe.config.pipeline import PipelineConfig
 from amago_pipe.config.stages import StageConfig
 from amago_pipe.errors import ConfigError, Interrupted
 from amago_pipe.pipeline.lockfile import tagged
 from amago_pipe.progress import Progress, SilentProgress
+
+if TYPE_CHECKING:
+    from amago_pipe.pipeline.preflight import Preflight
 
 
 @dataclass
@@ -98,6 +101,10 @@ class Stage:
     resumes instead of restarting (e.g. `epochs`, `logging`)."""
     side_outputs: ClassVar[tuple[str, ...]] = ()
     """Top-level files or folders of `out_dir` left out of the output hash (logs written by other tools)."""
+    untracked: ClassVar[tuple[str, ...]] = ()
+    """Config keys (and their sub-keys) that change nothing the stage hands on (e.g. `logging`): left out of its
+    config hash, so changing one re-runs neither the stage nor its dependents (it applies when the stage next
+    runs for another reason); a resume continues under a changed one."""
 
     def __init__(self, config: StageConfig, ctx: StageContext):
         self.config = config
@@ -110,6 +117,11 @@ class Stage:
     def output_fingerprints(self) -> dict[str, str]:
         """Hashes of outputs outside the stage folder (e.g. the store partition it wrote)."""
         return {}
+
+    def preflight(self, checks: Preflight) -> None:
+        """Check, before any stage of the run starts, what the config, the registered envs and the store's DataSpec
+        tell about this stage; raise ConfigError (MissingDependencyError for a package) naming the key. Writes
+        nothing. The engine checks the env ids of every stage that will run before calling it."""
 
     def resume_point(self) -> str:
         """Where a resume of the partial output in `out_dir` continues (e.g. `epoch 9`); '' when unknown."""

@@ -13,6 +13,7 @@ from amago_pipe.config.stages import seed_from
 from amago_pipe.converters.minari_writer import dataset_fingerprint, minari_dataset_path
 from amago_pipe.envs.collect import dataset_id_of, policy_code_hashes, run_collect, written_fingerprint
 from amago_pipe.errors import StoreFormatError
+from amago_pipe.pipeline.preflight import Preflight
 from amago_pipe.pipeline.stage import Stage
 from amago_pipe.store import TrajectoryStore
 
@@ -21,6 +22,11 @@ class CollectStage(Stage):
     """Runs each configured policy for its episodes and saves everything as one (atomic) write."""
 
     config: CollectStageConfig
+
+    def preflight(self, checks: Preflight) -> None:
+        """Collecting into the store: the env's spaces equal those of the data already there (or collected first)."""
+        if self.config.output == "store":
+            checks.match_data(self.config.env, f"stages.{self.ctx.name}.env", held_out=False)
 
     def _tag(self) -> str:
         """This run's and stage's tag (`ctx.tag`): a re-run replaces these segments, not other runs' copies."""

@@ -13,6 +13,7 @@ from amago_pipe.config.evaluate import EvaluateStageConfig
 from amago_pipe.config.stages import seed_from
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import ConfigError
+from amago_pipe.pipeline.preflight import Preflight
 from amago_pipe.pipeline.stage import Stage
 
 REPORT_FORMAT = 1
@@ -23,6 +24,10 @@ class EvaluateStage(Stage):
 
     Config = EvaluateStageConfig
     config: EvaluateStageConfig
+
+    def preflight(self, checks: Preflight) -> None:
+        """The env's spaces equal the training data's (with its held-out tasks, as evaluation runs them)."""
+        checks.match_data(self.config.env, f"stages.{self.ctx.name}.env", held_out=True)
 
     def train_dir(self) -> tuple[str, Path]:
         """Name and output folder of the train stage whose policy is evaluated."""

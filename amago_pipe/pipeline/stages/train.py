@@ -13,7 +13,9 @@ from amago_pipe.config.base import to_dict
 from amago_pipe.config.stages import seed_from
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import AmagoPipeError, ConfigError, DataError, StoreFormatError
+from amago_pipe.pipeline.preflight import Preflight, require_flash_attn
 from amago_pipe.pipeline.stage import Stage
+from amago_pipe.spec import describe_action
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train.metrics import WANDB_SUBDIR
 
@@ -28,7 +30,32 @@ class TrainStage(Stage):
     distributed = True  # under torchrun / accelerate launch every rank trains; rank 0 writes the outputs
     resume_safe = ("epochs", "ckpt_interval", "keep_last", "logging", "validate")  # model, optimiser, data unchanged
     side_outputs = (WANDB_SUBDIR,)
+    untracked = ("logging", "prefetch")  # metrics/wandb/console/plots; batch i is the same at any prefetch depth
     config: TrainStageConfig
+
+    def preflight(self, checks: Preflight) -> None:
+        """flash-attn importable for `attention: flash`; `conservative_coeff` only with discrete actions; the online
+        and validation envs' spaces equal the data's."""
+        cfg, where = self.config, f"stages.{self.ctx.name}"
+        if getattr(cfg.model.traj_encoder, "attention", None) == "flash":
+            with checks.collecting():
+                require_flash_attn(f"{where}.model.traj_encoder.attention")
+        if cfg.online is not None:
+            with checks.collecting():
+                checks.match_data(cfg.online.env, f"{where}.online.env", held_out=False)
+        coeff = cfg.agent.conservative_coeff
+        with checks.collecting():
+            data = checks.data() if coeff > 0 else None
+            if data is not None and data.spec.action.kind != "discrete":
+                raise ConfigError(
+                    f"{where}.agent.conservative_coeff: {coeff} needs discrete actions (a log-sum-exp over every "
+                    f"action's Q), but the training data has {describe_action(data.spec.action)} actions; the "
+                    f"training data is {data.label}; set conservative_coeff: 0",
+                    path=f"{where}.agent.conservative_coeff",
+                )
+        if cfg.validate is not None:
+            with checks.collecting():
+                checks.match_data(cfg.validate.env, f"{where}.validate.env", held_out=True)
 
     def open_store(self, *, create: bool = False) -> TrajectoryStore:
         """The pipeline's store; an online stage may `create` it (with its env's spec) when it does not exist."""
