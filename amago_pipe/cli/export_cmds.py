@@ -53,19 +53,25 @@ def export(
 
 @click.command("play")
 @click.argument("export_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--env", "env_id", required=True, help="Gymnasium id, e.g. CartPole-v1 or amago_pipe/TMaze-v0.")
+@click.option(
+    "--env", "env_id",
+    help="Gymnasium id, e.g. CartPole-v1 (default: the env the export's evaluate stage ran, with its obs_keys).",
+)  # fmt: skip
 @click.option("--env-kwarg", "env_kwargs", multiple=True, metavar="KEY=VALUE", help="Env constructor argument.")
 @click.option(
     "--obs-keys", metavar="KEY,KEY", help="Keep only these keys of a Dict observation (as the env's obs_keys)."
 )
 @click.option("--episodes", default=10, show_default=True, help="Episodes to play.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the first reset (episode i gets seed + i).")
-@click.option("--sample", is_flag=True, help="Sample actions instead of the most likely ones.")
+@click.option(
+    "--sample/--greedy", default=None,
+    help="Sample actions, or take the most likely (default: as the export's evaluation did; greedy if none recorded).",
+)  # fmt: skip
 @click.option("--video", type=click.Path(dir_okay=False, path_type=Path), help="Write the first episode as MP4.")
 @click.pass_obj
 def play(
-    obj: Verbosity | None, export_dir: Path, env_id: str, env_kwargs: tuple[str, ...], obs_keys: str | None,
-    episodes: int, seed: int, sample: bool, video: Path | None,
+    obj: Verbosity | None, export_dir: Path, env_id: str | None, env_kwargs: tuple[str, ...], obs_keys: str | None,
+    episodes: int, seed: int, sample: bool | None, video: Path | None,
 ) -> None:  # fmt: skip
     """Run an exported policy in an environment and score it."""
     from amago_pipe.export.play import play_policy
@@ -78,7 +84,10 @@ def play(
     if obj is None or obj.level >= 0:
         for i, (ret, length) in enumerate(zip(result["returns"], result["lengths"], strict=True)):
             click.echo(f"episode {i}: return {ret:.3f}, {length} steps")
-        click.echo(f"mean return {result['return_mean']:.3f} over {episodes} episodes" +
+        for task, mean in result["per_task"].items():
+            click.echo(f"task {task}: mean return {mean:.3f}")
+        mode = "sampled" if result["sampled"] else "greedy"
+        click.echo(f"mean return {result['return_mean']:.3f} over {episodes} episodes of {result['env']} ({mode} actions)" +
                    (f"; success rate {result['success_rate']:.2f}" if result.get("success_rate") is not None else "") +
                    (f"; video -> {video}" if video else ""))  # fmt: skip
 

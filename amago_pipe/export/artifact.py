@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -68,6 +69,12 @@ def read_manifest(folder: Path, *, check_files: bool = True) -> dict[str, Any]:
             f"{path}: export format {manifest['format']} (made by amago-pipe {manifest.get('amago_pipe_version')}) is "
             f"newer than this amago-pipe reads (format {FORMAT}); upgrade amago-pipe"
         )
+    recorded = manifest.get("digest")
+    if recorded is not None and recorded != manifest_digest(manifest):
+        raise StoreFormatError(
+            f"{path}: the manifest was edited after export (its digest no longer matches: the step-program contract, "
+            "the policy's spec or the verification record may have changed); export the policy again"
+        )
     if check_files:
         for name, digest in (manifest.get("files") or {}).items():
             file = Path(folder) / name
@@ -84,8 +91,15 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """Add the checksum of every other file of `folder` and write manifest.json; returns the manifest."""
     files = sorted(p for p in Path(folder).iterdir() if p.is_file() and p.name != MANIFEST)
     manifest = {**manifest, "files": {p.name: hash_file(p) for p in files}}
+    manifest["digest"] = manifest_digest(manifest)
     (Path(folder) / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    """sha256 of the manifest's content without its own `digest` (keys sorted): any later edit changes it."""
+    body = {k: v for k, v in manifest.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def replace_problem(out: Path) -> str | None:

@@ -5,6 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 
+def action_mode(evaluation: dict[str, Any]) -> str:
+    """The line saying whether the scores were measured with greedy or sampled actions (and what acts greedily)."""
+    where = f"evaluate stage `{evaluation.get('stage', '?')}`"
+    if evaluation.get("greedy") is False:
+        return (
+            f"Measured with **sampled** actions ({where}). The exported step programs act greedily (the most likely "
+            "action); sample with `Policy.act(obs, sample=True)`, and `amago-pipe play` samples by default for "
+            "this export."
+        )
+    if evaluation.get("greedy") is None:
+        return f"Measured by {where} (greedy or sampled actions: not recorded)."
+    return f"Measured with **greedy** actions ({where}), as the exported step programs act."
+
+
 def model_card(manifest: dict[str, Any]) -> str:
     """Markdown: what the policy was trained on and how, its scores, its verification and how to load it."""
     policy, source = manifest["policy"], manifest.get("source") or {}
@@ -36,6 +50,7 @@ def model_card(manifest: dict[str, Any]) -> str:
     evaluation = manifest.get("evaluation")
     if evaluation:
         keys = ("episodes", "return_mean", "return_std", "return_min", "return_max", "success_rate", "length_mean")
+        lines += [action_mode(evaluation), ""]
         lines += [
             "| " + " | ".join(k for k in keys if k in evaluation) + " |",
             "|" + "---|" * sum(k in evaluation for k in keys),

@@ -7,13 +7,17 @@ stored in the export.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from amago_pipe.config.build import build_strict
+from amago_pipe.config.envs import EnvConfig
 from amago_pipe.envs.factory import EnvFactory, check_observation_space
 from amago_pipe.envs.rollout import SUCCESS_KEYS
+from amago_pipe.envs.tasks import TaskSet, TaskSetEnv
 from amago_pipe.envs.text import text_space
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.export.policy import Policy
@@ -39,25 +43,59 @@ def _log_text(policy: Policy) -> None:
             log.warning("play: %s", tally.summary())
 
 
+def recorded_env(policy: Policy) -> EnvConfig:
+    """The env config of the evaluate stage recorded in the export (ConfigError naming `--env` when none is)."""
+    env = (policy.manifest.get("evaluation") or {}).get("env_config")
+    if not isinstance(env, dict):
+        raise ConfigError(
+            "play: this export records no evaluation env (export a run that has an evaluate stage of this policy, "
+            "or an older export); give one with --env ID",
+            path="--env",
+        )
+    return build_strict(EnvConfig, {**env, "n_envs": 1, "mode": "sync"})  # type: ignore[no-any-return]
+
+
+def recorded_sampling(policy: Policy) -> bool:
+    """Whether the export's evaluation sampled its actions (False when it acted greedily or recorded neither)."""
+    return (policy.manifest.get("evaluation") or {}).get("greedy") is False
+
+
+def _make_env(policy: Policy, env_id: str | None, kwargs: dict[str, Any], keep: tuple[str, ...] | None) -> Any:
+    """The env to play: `env_id` with `kwargs`, else the export's recorded evaluation env (a task set draws a task,
+    held-out ones included, at each reset)."""
+    if env_id is not None:
+        return EnvFactory(id=env_id, kwargs=kwargs, obs_keys=keep, where="--env")()
+    cfg = recorded_env(policy)
+    if cfg.tasks is not None:
+        tasks = TaskSet.from_config(cfg, where="play", held_out=True)
+        return TaskSetEnv(tasks, fixed=None)
+    factory = EnvFactory.from_config(cfg, where="play")
+    return replace(factory, kwargs={**factory.kwargs, **kwargs}, obs_keys=keep or factory.obs_keys)()
+
+
 def play_policy(
     export_dir: Path,
-    env_id: str,
+    env_id: str | None = None,
     *,
     kwargs: dict[str, Any] | None = None,
     obs_keys: list[str] | None = None,
     episodes: int = 10,
     seed: int = 0,
-    sample: bool = False,
+    sample: bool | None = None,
     video: Path | None = None,
 ) -> dict[str, Any]:
-    """Play `episodes` episodes; returns returns, lengths, their mean and the success rate (when the env reports
-    one). The env's spaces must match the ones the policy was trained on (`obs_keys`: keep only those keys of a Dict
-    observation, as the env config's `obs_keys`)."""
+    """Play `episodes` episodes; returns returns, lengths, their mean, the success rate (when the env reports one),
+    whether actions were sampled, and the per-task means of a task set. Without `env_id` the export's recorded
+    evaluation env is played; `sample` None acts as that evaluation did (greedy unless it sampled). The env's spaces
+    must match the ones the policy was trained on (`obs_keys`: keep only those keys of a Dict observation)."""
     policy = Policy.load(export_dir)
+    sample = recorded_sampling(policy) if sample is None else sample
     imageio = _video_writer() if video is not None else None
     env_kwargs = {**(kwargs or {}), **({"render_mode": "rgb_array"} if video is not None else {})}
     keep = tuple(obs_keys) if obs_keys else None
-    env = EnvFactory(id=env_id, kwargs=env_kwargs, obs_keys=keep, where="--env")()
+    env = _make_env(policy, env_id, env_kwargs, keep)
+    env_id = env_id or recorded_env(policy).env_name
+    tasks: list[str] = []
     try:
         texts = {k: a.text for k, a in policy.spec.observations.items() if a.text is not None}
         seen = text_space(env.observation_space, texts) if texts else env.observation_space  # as the policy reads it
@@ -82,6 +120,8 @@ def play_policy(
                 total, steps, done = total + float(reward), steps + 1, bool(terminated or truncated)
             returns.append(total)
             lengths.append(steps)
+            if isinstance(env, TaskSetEnv):
+                tasks.append(env.tasks.names[env.task])
             successes.extend([bool(info[k]) for k in SUCCESS_KEYS if k in info][:1])
     finally:
         env.close()
@@ -90,8 +130,13 @@ def play_policy(
         video.parent.mkdir(parents=True, exist_ok=True)
         imageio.mimsave(str(video), frames, fps=int(env.metadata.get("render_fps") or 30))
     return {
+        "env": env_id,
         "returns": returns,
         "lengths": lengths,
         "return_mean": float(np.mean(returns)) if returns else float("nan"),
         "success_rate": float(np.mean(successes)) if successes else None,
+        "sampled": sample,
+        "per_task": {
+            t: float(np.mean([r for r, n in zip(returns, tasks, strict=True) if n == t])) for t in sorted(set(tasks))
+        },
     }

@@ -91,7 +91,8 @@ def trained_tasks(store_url: str, partitions: list[str]) -> list[str]:
 
 
 def evaluation_of(run_dir: Path, train_stage: str, which: Which) -> dict[str, Any] | None:
-    """The summary of the newest evaluate stage of the run that scored this train stage's `which` policy."""
+    """The summary of the newest evaluate stage of the run that scored this train stage's `which` policy, with
+    whether it acted greedily and the env config it ran (what `play` uses by default)."""
     best: tuple[float, dict[str, Any]] | None = None
     for report_file in (run_dir / "stages").glob("*/report.json"):
         try:
@@ -101,11 +102,25 @@ def evaluation_of(run_dir: Path, train_stage: str, which: Which) -> dict[str, An
         policy = report.get("policy") if isinstance(report, dict) else None
         if not isinstance(policy, dict) or policy.get("train_stage") != train_stage or policy.get("which") != which:
             continue
-        summary = {"stage": report_file.parent.name, "env": report.get("env"), **(report.get("summary") or {})}
+        stage = report_file.parent.name
+        summary = {
+            "stage": stage,
+            "env": report.get("env"),
+            "greedy": report.get("greedy"),
+            "env_config": _stage_env(run_dir, stage),
+            **(report.get("summary") or {}),
+        }
         mtime = report_file.stat().st_mtime
         if best is None or mtime > best[0]:
             best = (mtime, summary)
     return None if best is None else best[1]
+
+
+def _stage_env(run_dir: Path, stage: str) -> dict[str, Any] | None:
+    """The `env` block of stage `stage` as recorded in the run's lock file (None when absent)."""
+    record = LockFile.load(run_dir).stages.get(stage)
+    env = (record.config.get("stage") or {}).get("env") if record is not None else None
+    return env if isinstance(env, dict) else None
 
 
 def check_out_location(out: Path, run_dir: Path | None, store_url: str, *, where: str) -> None:
