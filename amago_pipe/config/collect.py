@@ -15,7 +15,8 @@ from amago_pipe.config.policies import PolicyConfig, policy_from_text
 from amago_pipe.config.stages import StageConfig
 from amago_pipe.errors import ConfigError
 
-MINARI_ID = re.compile(r"^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*-v\d+$")
+MINARI_ID = re.compile(r"^(?:[-\w][-\w/]*[-\w]+/)?[-\w]+-v\d+$")
+"""What minari accepts as a dataset id (its namespace has 2+ characters), with the version suffix required."""
 
 
 @config
@@ -82,7 +83,8 @@ class CollectStageConfig(StageConfig):
             if not MINARI_ID.match(self.dataset_id):
                 raise FieldError(
                     "dataset_id",
-                    f"'{self.dataset_id}' is not a Minari id; expected 'namespace/name-v0' (version suffix required)",
+                    f"'{self.dataset_id}' is not a Minari id; expected 'namespace/name-v0' (a namespace of 2 or more "
+                    "letters, digits, - or _; the version suffix required)",
                 )
         elif self.dataset_id is not None:
             raise FieldError("dataset_id", "dataset_id is only used with output: minari (output is 'store')")

@@ -97,6 +97,7 @@ def test_collect_config_builds() -> None:
         ),
         ({"output": "minari"}, "^dataset_id: output: minari needs a dataset_id"),
         ({"output": "minari", "dataset_id": "cartpole/mixed"}, "^dataset_id: 'cartpole/mixed' is not a Minari id"),
+        ({"output": "minari", "dataset_id": "t/c-v0"}, r"'t/c-v0' is not a Minari id.*namespace of 2 or more"),
         ({"dataset_id": "cartpole/mixed-v0"}, "^dataset_id: dataset_id is only used with output: minari"),
         ({"episodes": 3}, "^episodes: unknown key 'episodes'"),
     ],
