@@ -163,3 +163,20 @@ def test_dropping_the_mission_with_obs_keys_still_works() -> None:
     cfg = build_strict(EnvConfig, {"id": BABYAI, "n_envs": 1, "obs_keys": ["image", "direction"]})
     with make_batched_env(cfg) as env:
         assert sorted(env.spec.observations) == ["direction", "image"]
+
+
+def babyai_vector(num_envs: int) -> gym.vector.VectorEnv:
+    """A factory for `mode: already_vectorized`: N BabyAI envs as one gymnasium VectorEnv (missions as a tuple)."""
+    return gym.vector.SyncVectorEnv([lambda: gym.make(BABYAI) for _ in range(num_envs)])
+
+
+def test_already_vectorized_envs_read_their_batch_of_missions() -> None:
+    text = {"vocabulary": "minigrid", "max_tokens": 6}
+    cfg = build_strict(
+        EnvConfig, {"factory": f"{__name__}:babyai_vector", "mode": "already_vectorized", "n_envs": 3, "text": text}
+    )
+    with make_batched_env(cfg) as env:
+        assert env.spec.observations["mission"].text == TextSpec(MINIGRID_WORDS, 6)
+        ids = env.reset(seed=0).obs["mission"]
+        assert ids.shape == (3, 6) and ids.dtype == np.int32
+        assert all(TextSpec(MINIGRID_WORDS, 6).decode(row).startswith("go to") for row in ids)
