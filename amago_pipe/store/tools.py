@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from amago_pipe.errors import DataError
-from amago_pipe.store.info import SegmentMarker
+from amago_pipe.store.info import SegmentInfo, SegmentMarker
 from amago_pipe.store.reader import SegmentVanished, open_segment, read_rows
 from amago_pipe.store.segments import SegmentBuilder
 from amago_pipe.store.zarr_store import TrajectoryStore
@@ -162,10 +162,14 @@ def written_by(store: TrajectoryStore, partition: str, attr: str, value: str) ->
     Segments are immutable, so their ids name the data; other writers' appends do not change the hash."""
     if partition not in store.partitions():
         return "missing"
-    own = [s for s in store.segments(partition) if s.attrs.get(attr) == value]
-    if not own:
+    return segments_digest(store, [s for s in store.segments(partition) if s.attrs.get(attr) == value])
+
+
+def segments_digest(store: TrajectoryStore, segments: list[SegmentInfo]) -> str:
+    """Hash of the store's spec and these sealed segments' ids and sizes ('missing' when there are none)."""
+    if not segments:
         return "missing"
     digest = hashlib.sha256(json.dumps(store.spec.to_json(), sort_keys=True).encode())
-    for s in own:
+    for s in segments:
         digest.update(f"{s.id}:{s.rows}\n".encode())
     return digest.hexdigest()[:20]

@@ -10,8 +10,6 @@ restart on resume (their state is not checkpointable).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +29,7 @@ from amago_pipe.envs.vector import make_batched_env
 from amago_pipe.errors import AmagoPipeError, DataError, out_of_space, out_of_space_error
 from amago_pipe.store import SegmentInfo, TrajectoryStore
 from amago_pipe.store.leftovers import discard_partition_if_unused
+from amago_pipe.store.tools import segments_digest
 from amago_pipe.train import checkpoint as ckpt
 
 log = logging.getLogger("amago_pipe.train")
@@ -130,13 +129,7 @@ def collected_by(store: TrajectoryStore, partition: str, tag: str) -> list[Segme
 def collected_fingerprint(store: TrajectoryStore, partition: str, tag: str) -> str:
     """Hash of the sealed segments run `tag` collected in `partition` ('missing' when none); the same digest
     as `store.tools.written_by`, so a run made before run ids keeps its fingerprint."""
-    own = collected_by(store, partition, tag)
-    if not own:
-        return "missing"
-    digest = hashlib.sha256(json.dumps(store.spec.to_json(), sort_keys=True).encode())
-    for s in own:
-        digest.update(f"{s.id}:{s.rows}\n".encode())
-    return digest.hexdigest()[:20]
+    return segments_digest(store, collected_by(store, partition, tag))
 
 
 def drop_collected_after(store: TrajectoryStore, partition: str, tag: str, epoch: int) -> int:
