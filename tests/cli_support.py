@@ -27,3 +27,33 @@ def wait_for_progress(tmp_path: Path, at_least: int = 5) -> int:
             return int(text)
         time.sleep(0.05)
     raise AssertionError("stage b never made progress")
+
+
+def toy_online_pipeline(
+    *, name: str, own: int, epochs: int, updates: int, env: str = "amago_pipe.envs.toy:make_toy_env", extra: str = ""
+) -> str:
+    """A tiny online train stage on the toy env (GRU, a FIFO partition in `store.zarr`): the text of a pipeline file.
+
+    `own`: the learner's own env steps per epoch (0: only followers collect); `extra`: more train-stage lines."""
+    return f"""
+version: 1
+name: {name}
+store: {{path: store.zarr, partitions: {{fifo: {{capacity_timesteps: 100000}}}}}}
+stages:
+  train:
+    type: train
+    partitions: {{fifo: 1.0}}
+    online:
+      env: {{factory: "{env}", kwargs: {{min_len: 4, max_len: 9}}, n_envs: 2}}
+      timesteps_per_epoch: {own}
+    max_seq_len: 6
+    batch_size: 4
+    epochs: {epochs}
+    updates_per_epoch: {updates}
+    warmup_steps: 1
+{extra}    model:
+      tstep_encoder: {{type: ff, d_hidden: 16, d_output: 16}}
+      traj_encoder: {{type: gru, d_model: 16, n_layers: 1}}
+    agent: {{type: agent, actor: {{d_hidden: 16}}, critic: {{d_hidden: 16, num_critics: 2}}}}
+    logging: {{plots: false}}
+"""

@@ -14,33 +14,11 @@ import time
 from pathlib import Path
 from typing import IO
 
-from cli_support import cli_env
+from cli_support import cli_env, toy_online_pipeline
 
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.store.verify import verify_store
 
-PIPELINE = """
-version: 1
-name: follow
-store: {{path: store.zarr, partitions: {{fifo: {{capacity_timesteps: 100000}}}}}}
-stages:
-  train:
-    type: train
-    partitions: {{fifo: 1.0}}
-    online:
-      env: {{factory: "flaky_env:make", kwargs: {{min_len: 4, max_len: 9}}, n_envs: 2}}
-      timesteps_per_epoch: 20
-    max_seq_len: 6
-    batch_size: 4
-    epochs: {epochs}
-    updates_per_epoch: 2
-    warmup_steps: 1
-    model:
-      tstep_encoder: {{type: ff, d_hidden: 16, d_output: 16}}
-      traj_encoder: {{type: gru, d_model: 16, n_layers: 1}}
-    agent: {{type: agent, actor: {{d_hidden: 16}}, critic: {{d_hidden: 16, num_critics: 2}}}}
-    logging: {{plots: false}}
-"""
 FLAKY_ENV = '''
 """The toy env, which raises in `step` once the file named by $BREAK_ENV_FLAG exists (set for the learner only)."""
 import os
@@ -109,7 +87,9 @@ class Cli:
 
 
 def _start_learner(tmp_path: Path, epochs: int, env: dict[str, str] | None = None) -> Cli:
-    (tmp_path / "p.yaml").write_text(PIPELINE.format(epochs=epochs))
+    (tmp_path / "p.yaml").write_text(
+        toy_online_pipeline(name="follow", own=20, epochs=epochs, updates=2, env="flaky_env:make")
+    )
     (tmp_path / "flaky_env.py").write_text(FLAKY_ENV)
     learner = Cli(tmp_path, "run", "p.yaml", env=env)
     deadline = time.monotonic() + 180

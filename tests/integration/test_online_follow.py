@@ -9,34 +9,12 @@ import sys
 import time
 from pathlib import Path
 
-from cli_support import cli_env
+from cli_support import cli_env, toy_online_pipeline
 
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.store.verify import verify_store
 from amago_pipe.train.online import RUN_ATTR
 
-PIPELINE = """
-version: 1
-name: follow
-store: {{path: store.zarr, partitions: {{fifo: {{capacity_timesteps: 100000}}}}}}
-stages:
-  train:
-    type: train
-    partitions: {{fifo: 1.0}}
-    online:
-      env: {{factory: amago_pipe.envs.toy:make_toy_env, kwargs: {{min_len: 4, max_len: 9}}, n_envs: 2}}
-      timesteps_per_epoch: {own}
-    max_seq_len: 6
-    batch_size: 4
-    epochs: {epochs}
-    updates_per_epoch: {updates}
-    warmup_steps: 1
-    model:
-      tstep_encoder: {{type: ff, d_hidden: 16, d_output: 16}}
-      traj_encoder: {{type: gru, d_model: 16, n_layers: 1}}
-    agent: {{type: agent, actor: {{d_hidden: 16}}, critic: {{d_hidden: 16, num_critics: 2}}}}
-    logging: {{plots: false}}
-"""
 RUN = Path("runs/follow")
 
 
@@ -54,7 +32,7 @@ def _spawn(cwd: Path, *args: str) -> subprocess.Popen[str]:
 def _followers_after_start(
     tmp_path: Path, own: int, epochs: int = 4, updates: int = 60, seeds: bool = True
 ) -> tuple[subprocess.Popen[str], list[subprocess.Popen[str]]]:
-    (tmp_path / "p.yaml").write_text(PIPELINE.format(own=own, epochs=epochs, updates=updates))
+    (tmp_path / "p.yaml").write_text(toy_online_pipeline(name="follow", own=own, epochs=epochs, updates=updates))
     learner = _spawn(tmp_path, "run", "p.yaml")
     deadline = time.monotonic() + 60
     while not (tmp_path / RUN / "stages/train/policy/latest.safetensors").exists() and time.monotonic() < deadline:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cli_support import cli_env
+from cli_support import cli_env, toy_online_pipeline
 
 from amago_pipe.errors import DataError
 from amago_pipe.store import TrajectoryStore
@@ -27,30 +27,6 @@ from amago_pipe.train.online import (
     collected_fingerprint,
     drop_collected_after,
 )
-
-PIPELINE = """
-version: 1
-name: own
-store: {{path: store.zarr, partitions: {{fifo: {{capacity_timesteps: 100000}}}}}}
-stages:
-  train:
-    type: train
-    partitions: {{fifo: 1.0}}
-    online:
-      env: {{factory: amago_pipe.envs.toy:make_toy_env, kwargs: {{min_len: 4, max_len: 9}}, n_envs: 2}}
-      timesteps_per_epoch: {own}
-    max_seq_len: 6
-    batch_size: 4
-    epochs: {epochs}
-    updates_per_epoch: 40
-    warmup_steps: 1
-    ckpt_interval: 1
-    model:
-      tstep_encoder: {{type: ff, d_hidden: 16, d_output: 16}}
-      traj_encoder: {{type: gru, d_model: 16, n_layers: 1}}
-    agent: {{type: agent, actor: {{d_hidden: 16}}, critic: {{d_hidden: 16, num_critics: 2}}}}
-    logging: {{plots: false}}
-"""
 
 
 def _spawn(cwd: Path, *args: str) -> subprocess.Popen[str]:
@@ -95,7 +71,9 @@ def _refused(tmp_path: Path, other: str, run_id: str) -> None:
 
 
 def test_a_second_run_dir_is_refused_the_fifo_and_the_first_resumes_with_its_data(tmp_path: Path) -> None:
-    (tmp_path / "p.yaml").write_text(PIPELINE.format(own=40, epochs=3))
+    (tmp_path / "p.yaml").write_text(
+        toy_online_pipeline(name="own", own=40, epochs=3, updates=40, extra="    ckpt_interval: 1\n")
+    )
     _kill_after_checkpoint(tmp_path, _spawn(tmp_path, "run", "p.yaml", "--run-dir", "runs/a"), "runs/a")
     run_a = _run_id(tmp_path, "runs/a")
     _refused(tmp_path, "own/train", run_a)  # before: b ran, sampled a's episodes and then owned them as well
@@ -113,7 +91,9 @@ def test_a_second_run_dir_is_refused_the_fifo_and_the_first_resumes_with_its_dat
 def test_followers_data_belongs_to_the_run_they_follow(tmp_path: Path) -> None:
     """A learner that only trains (`timesteps_per_epoch: 0`) on one follower's data: killed and resumed, it keeps
     its follower's segments; another run directory is refused them."""
-    (tmp_path / "p.yaml").write_text(PIPELINE.format(own=0, epochs=3))
+    (tmp_path / "p.yaml").write_text(
+        toy_online_pipeline(name="own", own=0, epochs=3, updates=40, extra="    ckpt_interval: 1\n")
+    )
     learner = _spawn(tmp_path, "run", "p.yaml", "--run-dir", "runs/a")
     policy = tmp_path / "runs/a/stages/train/policy/latest.safetensors"
     deadline = time.monotonic() + 120
