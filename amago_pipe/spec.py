@@ -21,6 +21,9 @@ KEY_SEP = "/"
 """Separator used when nested Dict/Tuple observation spaces are flattened to named keys."""
 DEFAULT_OBS_KEY = "observation"
 """Key given to a non-dict observation space."""
+ACTION_MASK_KEY = "action_mask"
+"""Observation key of a discrete action mask (1 = the action is valid now): the agent's policy and the random
+and exploring policies choose among valid actions only (task sets with joined action sets add it)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,9 @@ class DataSpec:
     """Optional `achieved_goal` / `desired_goal` arrays used by hindsight relabeling."""
     spaces: dict[str, Any] | None = None
     """The gymnasium `observation`/`action` spaces it was made from (`gym_spaces.space_to_json`), when known."""
+    transforms: list[dict[str, Any]] | None = None
+    """The env `wrappers:` the observations came through, as config records (`[]`: none); None: not known (a
+    converted dataset, data from before wrappers were recorded)."""
 
     @property
     def rl2_dim(self) -> int:
@@ -125,6 +131,7 @@ class DataSpec:
             "action": self.action.to_json(),
             "goals": {k: v.to_json() for k, v in self.goals.items()},
             **({"spaces": self.spaces} if self.spaces is not None else {}),
+            **({"transforms": self.transforms} if self.transforms is not None else {}),
         }
 
     @classmethod
@@ -135,6 +142,7 @@ class DataSpec:
                 action=ActionSpec.from_json(d["action"]),
                 goals={k: ArraySpec.from_json(v) for k, v in d.get("goals", {}).items()},
                 spaces=d.get("spaces"),
+                transforms=d.get("transforms"),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise DataError(f"malformed data spec ({e!r}); expected keys observations/action") from e
@@ -159,6 +167,11 @@ class DataSpec:
             problems.append(f"action: {against} has {describe_action(a_act)}, {what} has {describe_action(b_act)}")
         if set(self.goals) != set(other.goals):
             problems.append(f"goal fields differ: {against} has {sorted(self.goals)}, {what} has {sorted(other.goals)}")
+        if transforms_differ(self.transforms, other.transforms):
+            problems.append(
+                f"wrappers differ: {against} came through {describe_transforms(self.transforms)}, {what} has "
+                f"{describe_transforms(other.transforms)}"
+            )
         if problems:
             raise DataError(f"{what} does not match the {against}'s data spec: " + "; ".join(problems))
 
@@ -176,6 +189,14 @@ def _text_difference(a: TextSpec | None, b: TextSpec | None, against: str, what:
             + "): use the same `text.vocabulary`"
         )
     return f"text tokenizers differ ({a.tokenizer} vs {b.tokenizer})"
+
+
+def action_mask_key(spec: DataSpec) -> str | None:
+    """`ACTION_MASK_KEY` when the spec's discrete actions come with a mask of one entry per action, else None."""
+    mask = spec.observations.get(ACTION_MASK_KEY)
+    if spec.action.kind != "discrete" or mask is None or mask.shape != (spec.action.n,):
+        return None
+    return ACTION_MASK_KEY
 
 
 def describe_action(a: ActionSpec) -> str:
@@ -317,3 +338,21 @@ def nest_like(space: Any, flat: dict[str, np.ndarray], prefix: str = "") -> Any:
         return tuple(nest_like(sub, flat, f"{prefix}{i}{KEY_SEP}") for i, sub in enumerate(space.spaces))
     leaf = np.asarray(flat[prefix[: -len(KEY_SEP)] if prefix else DEFAULT_OBS_KEY])
     return leaf.astype(space.dtype, copy=False) if space.dtype is not None else leaf
+
+
+def transforms_differ(a: list[dict[str, Any]] | None, b: list[dict[str, Any]] | None) -> bool:
+    """Whether two recorded wrapper lists differ (an unknown one, None, is taken to match)."""
+    return a is not None and b is not None and a != b
+
+
+def describe_transforms(records: list[dict[str, Any]] | None) -> str:
+    """`[atari(frame_skip=4, ...), frame_stack(k=4)]`, `no wrappers`, or `unknown wrappers` (None)."""
+    if records is None:
+        return "unknown wrappers"
+    if not records:
+        return "no wrappers"
+    parts = []
+    for record in records:
+        fields = ", ".join(f"{k}={v}" for k, v in record.items() if k != "type" and v is not None)
+        parts.append(f"{record.get('type')}({fields})")
+    return "[" + ", ".join(parts) + "]"

@@ -35,7 +35,7 @@ from amago_pipe.config.train import AgentConfig
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.nets.build import build_actor_head, build_critic_head, build_sequence_model
 from amago_pipe.nets.heads import action_features, enumerate_actions
-from amago_pipe.spec import ActionSpec, DataSpec, describe_action
+from amago_pipe.spec import ActionSpec, DataSpec, action_mask_key, describe_action
 
 if TYPE_CHECKING:  # annotation only: acting with a policy needs no data loading
     from amago_pipe.data.batch import Batch
@@ -104,6 +104,8 @@ class Agent(nn.Module):
         self.tree_backup = cfg.nstep_correction == "tree_backup" and cfg.n_step > 1
         """Correct n-step targets with tree backup (an extra target-critic pass on action-input critics)."""
         self.td_reduce = cfg.td_reduce if cfg.td_reduce != "auto" else ("min" if cfg.online_coeff > 0 else "mean")
+        self.mask_key = action_mask_key(spec)
+        """The observation key of a discrete action mask (`amago_pipe.spec.ACTION_MASK_KEY`), if the data has one."""
 
     # ---- the update -----------------------------------------------------------------------------
     def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -211,9 +213,14 @@ class Agent(nn.Module):
             yield
 
     # ---- acting ---------------------------------------------------------------------------------
-    def act(self, states: torch.Tensor, *, greedy: bool) -> torch.Tensor:
-        """Actions of the acting gamma (the last) for states (N, D): ids (N,) / (N, k), bits or values in [-1, 1]."""
-        dist = self.actor(states[:, None])  # batch (N, 1, G)
+    def valid_actions(self, obs: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The action mask `(..., n)` of observations `obs` (float), or None without one."""
+        return None if self.mask_key is None else obs[self.mask_key].float()
+
+    def act(self, states: torch.Tensor, *, greedy: bool, valid: torch.Tensor | None = None) -> torch.Tensor:
+        """Actions of the acting gamma (the last) for states (N, D): ids (N,) / (N, k), bits or values in [-1, 1];
+        discrete ids only where `valid (N, n)` (the action mask) is 1."""
+        dist = self.actor(states[:, None], None if valid is None else valid[:, None])  # batch (N, 1, G)
         a = dist.mode if greedy else dist.sample()  # (N, 1, G[, A])
         return a[:, 0, -1].reshape(-1, *self.spec.action.shape)  # (N, *action shape)
 

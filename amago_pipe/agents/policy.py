@@ -19,7 +19,9 @@ class ActingAgent(Protocol):
 
     model: Any
 
-    def act(self, states: torch.Tensor, *, greedy: bool) -> torch.Tensor: ...
+    def act(self, states: torch.Tensor, *, greedy: bool, valid: torch.Tensor | None = None) -> torch.Tensor: ...
+
+    def valid_actions(self, obs: dict[str, torch.Tensor]) -> torch.Tensor | None: ...
 
 
 class AgentPolicy:
@@ -64,11 +66,13 @@ class AgentPolicy:
         rl2_t = torch.as_tensor(np.asarray(rl2, dtype=np.float32), device=self.device)[:, None]  # (N, 1, 1+A)
         time_t = torch.as_tensor(np.asarray(time, dtype=np.int64), device=self.device)[:, None]  # (N, 1)
         states, self.state = self.agent.model(obs_t, rl2_t, time_t, self.state)  # (N, 1, D)
+        valid = self.agent.valid_actions(obs_t)  # (N, 1, n) or None
+        valid = None if valid is None else valid[:, 0]
         if self.greedy:
-            actions = self.agent.act(states[:, 0], greedy=True)  # (N, ...)
+            actions = self.agent.act(states[:, 0], greedy=True, valid=valid)  # (N, ...)
         else:
             with torch.random.fork_rng(devices=[]):
                 torch.set_rng_state(self._rng)
-                actions = self.agent.act(states[:, 0], greedy=False)
+                actions = self.agent.act(states[:, 0], greedy=False, valid=valid)
                 self._rng = torch.get_rng_state()
         return actions.cpu().numpy()

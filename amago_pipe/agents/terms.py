@@ -56,10 +56,11 @@ def terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
 def discrete_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
     """Discrete actions: exact expectations over actions from one critic pass (Q of every action)."""
     s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
+    valid, valid_next = _valid(agent, batch)
     bsz, length = batch.mask.shape
     with torch.no_grad():
         next_actor = agent.target_actor if agent.cfg.use_target_actor else agent.actor
-        probs_next = next_actor(s_next).probs  # (B, L, G, A)
+        probs_next = next_actor(s_next, valid_next).probs  # (B, L, G, A)
         q_next = agent.values(agent.target_critic(s_next), raw=True, axis=-2)  # (K, B, L, G, A)
         v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
         data_terms: tuple[torch.Tensor, ...] = ()
@@ -75,7 +76,7 @@ def discrete_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
     out = agent.critic(s)  # (K, B, L, G, A[, N])
     ids = batch.actions[None, :, :, None, None].expand(out.shape[0], bsz, length, out.shape[3], 1)
     critic_out = _gather_action(out, ids)  # (K, B, L, G[, N])
-    dist = agent.actor(_actor_input(agent, s))  # batch (B, L, G)
+    dist = agent.actor(_actor_input(agent, s), valid)  # batch (B, L, G)
     q_all = agent.values(out.detach(), axis=-2, detach=True)  # (K, B, L, G, A)
     q_pi = (q_all * dist.probs).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G): gradient into the actor
     q_data = q_all.gather(-1, ids).squeeze(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
@@ -91,15 +92,16 @@ def discrete_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
 def enumerated_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
     """Discrete kinds with action-input critics and few joint actions: exact expectations over all M of them."""
     s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
+    valid, valid_next = _valid(agent, batch)
     with torch.no_grad():
-        next_dist = (agent.target_actor if agent.cfg.use_target_actor else agent.actor)(s_next)
+        next_dist = (agent.target_actor if agent.cfg.use_target_actor else agent.actor)(s_next, valid_next)
         probs_next = _joint_probs(agent, next_dist)  # (B, L, G, M)
         q_next = agent.values(agent.target_critic.forward_candidates(s_next, agent.candidates), raw=True, axis=-2)
         v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
         data_terms = _next_data_terms(agent, s_next, next_dist, batch) if agent.tree_backup else ()
         targets = agent.targets(batch, v_next, *data_terms)  # (B, L, G)
     critic_out = agent.critic(s, _features(agent, batch.actions))  # (K, B, L, G[, N])
-    dist = agent.actor(_actor_input(agent, s))  # batch (B, L, G)
+    dist = agent.actor(_actor_input(agent, s), valid)  # batch (B, L, G)
     with torch.no_grad():
         q_all = agent.values(agent.critic.forward_candidates(s, agent.candidates), axis=-2)  # (K, B, L, G, M)
         q_data = agent.values(critic_out).permute(1, 2, 0, 3)  # (B, L, K, G)
@@ -112,8 +114,9 @@ def sampled_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
     """Action-input critics at sampled actions: reparameterised policy gradient through a frozen view of the
     critics (continuous), or a score-function estimate (discrete kinds with too many joint actions)."""
     s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
+    valid, valid_next = _valid(agent, batch)
     with torch.no_grad():
-        next_dist = (agent.target_actor if agent.cfg.use_target_actor else agent.actor)(s_next)
+        next_dist = (agent.target_actor if agent.cfg.use_target_actor else agent.actor)(s_next, valid_next)
         v_next = torch.stack(
             [
                 agent.values(agent.target_critic(s_next, _features(agent, next_dist.sample())), raw=True)
@@ -127,7 +130,7 @@ def sampled_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
         )
         targets = agent.targets(batch, v_next.permute(1, 2, 0, 3), *data_terms)  # (B, L, G)
     critic_out = agent.critic(s, _features(agent, batch.actions))  # (K, B, L, G[, N]): shared by all gammas
-    dist = agent.actor(_actor_input(agent, s))  # batch (B, L, G), event (A,)
+    dist = agent.actor(_actor_input(agent, s), valid)  # batch (B, L, G), event (A,)
     if dist.has_rsample:
         a_pi = dist.rsample()  # (B, L, G, A)
         q_pi = agent.values(agent.frozen_critic(s.detach(), a_pi), detach=True).permute(1, 2, 0, 3)  # (B, L, K, G)
@@ -170,6 +173,12 @@ def _next_data_terms(
     a_next = shift_steps(batch.actions, 1, 0)  # (B, L[, A]) a_{t+1}
     q = agent.values(agent.target_critic(s_next, _features(agent, a_next)), raw=True)  # (K, B, L, G)
     return q.permute(1, 2, 0, 3), next_dist.log_prob(_data_actions(agent, a_next)).exp()
+
+
+def _valid(agent: Agent, batch: Batch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The action masks (B, L, n) of each step's state and of the next state's (None, None without a mask)."""
+    valid = agent.valid_actions(batch.obs)  # (B, L+1, n)
+    return (None, None) if valid is None else (valid[:, :-1], valid[:, 1:])
 
 
 def _actor_input(agent: Agent, states: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ from amago_pipe.config.policies import (
 )
 from amago_pipe.envs.protocol import RolloutPolicy
 from amago_pipe.errors import ConfigError
-from amago_pipe.spec import DataSpec, describe_action
+from amago_pipe.spec import DataSpec, action_mask_key, describe_action
 
 
 def scheduled(value: Scheduled, timesteps: int) -> float:
@@ -34,9 +34,14 @@ def scheduled(value: Scheduled, timesteps: int) -> float:
     return float(value.start + (value.end - value.start) * timesteps / value.steps)
 
 
-def random_actions(codec: ActionCodec, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n uniform policy-space actions: ids for discrete kinds, uniform [-1, 1] for continuous."""
+def random_actions(codec: ActionCodec, n: int, rng: np.random.Generator, valid: np.ndarray | None = None) -> np.ndarray:
+    """n uniform policy-space actions: ids for discrete kinds (among the 1s of an action mask `valid (n, ids)`),
+    uniform [-1, 1] for continuous."""
     spec = codec.spec
+    if spec.kind == "discrete" and valid is not None:
+        allowed = np.asarray(valid) > 0.5  # (n, ids)
+        pick = np.floor(rng.random(n) * allowed.sum(-1))  # (n,): the how-many-th valid id
+        return np.argmax(np.cumsum(allowed, axis=-1) > pick[:, None], axis=-1)
     if spec.kind == "discrete":
         return rng.integers(0, spec.n, size=n)
     if spec.kind == "multidiscrete":
@@ -55,6 +60,9 @@ class Exploration:
         self.rng = np.random.default_rng(seed)
         self.timesteps = 0
         self.multiplier = np.ones(0)
+        self.mask_key = action_mask_key(spec)
+        self.valid: np.ndarray | None = None
+        """The action mask (N, n) of the step being perturbed, when the data has one: random ids respect it."""
 
     def reset(self, n_envs: int) -> None:
         """Draw every env's multiplier (all ones unless `randomize`)."""
@@ -67,10 +75,12 @@ class Exploration:
     def _draw(self, n: int) -> np.ndarray:
         return self.rng.uniform(0.0, 1.0, size=n) if self.config.randomize else np.ones(n)
 
-    def perturb(self, actions: np.ndarray, time: np.ndarray) -> np.ndarray:
-        """Perturbed actions (N, ...) for one step of all envs; `time` (N,) is each env's step in its rollout."""
+    def perturb(self, actions: np.ndarray, time: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+        """Perturbed actions (N, ...) for one step of all envs; `time` (N,) is each env's step in its rollout,
+        `valid` (N, n) the action mask of discrete actions, if any."""
         if len(self.multiplier) != len(actions):
             self.reset(len(actions))
+        self.valid = valid
         out = self._perturb(np.asarray(actions), np.asarray(time))
         self.timesteps += len(actions)
         return out
@@ -112,7 +122,8 @@ class EpsilonGreedy(Exploration):
     def _perturb(self, actions: np.ndarray, time: np.ndarray) -> np.ndarray:
         swap = self.rng.random(len(actions)) < self.rates(time)  # (N,); always draw both: a fixed random stream
         swap = swap.reshape(len(actions), *([1] * (actions.ndim - 1)))
-        return np.where(swap, random_actions(self.codec, len(actions), self.rng), actions).astype(actions.dtype)
+        random = random_actions(self.codec, len(actions), self.rng, self.valid)
+        return np.where(swap, random, actions).astype(actions.dtype)
 
 
 class BilevelEpsilonGreedy(EpsilonGreedy):
@@ -179,4 +190,6 @@ class ExploringPolicy:
         self.exploration.reset_envs(done_mask)
 
     def act(self, obs: dict[str, np.ndarray], rl2: np.ndarray, time: np.ndarray) -> np.ndarray:
-        return self.exploration.perturb(np.asarray(self.inner.act(obs, rl2, time)), time)
+        key = self.exploration.mask_key
+        valid = None if key is None else obs[key]
+        return self.exploration.perturb(np.asarray(self.inner.act(obs, rl2, time)), time, valid)

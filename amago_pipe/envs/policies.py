@@ -19,7 +19,7 @@ from amago_pipe.envs.exploration import ExploringPolicy, make_exploration, rando
 from amago_pipe.envs.protocol import RolloutPolicy
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.registry import import_path
-from amago_pipe.spec import DataSpec, describe_action
+from amago_pipe.spec import DataSpec, action_mask_key, describe_action
 
 ScriptedFn = Callable[[dict[str, np.ndarray], np.random.Generator], Any]
 """`function(obs_dict, rng) -> env-space action` for ONE env (flat observation keys, no batch axis)."""
@@ -57,11 +57,13 @@ def make_policy(config: PolicyConfig, ctx: PolicyContext) -> RolloutPolicy:
 
 
 class RandomPolicy:
-    """Uniformly random actions (uniform over the Box bounds for continuous actions)."""
+    """Uniformly random actions (uniform over the Box bounds for continuous actions; among the valid ones under an
+    action mask)."""
 
     def __init__(self, config: PolicyConfig, ctx: PolicyContext):
         self.codec = ActionCodec(ctx.spec.action)
         self.rng = np.random.default_rng(ctx.seed)
+        self.mask_key = action_mask_key(ctx.spec)
 
     def reset(self, n_envs: int) -> None:
         pass
@@ -70,7 +72,8 @@ class RandomPolicy:
         pass
 
     def act(self, obs: dict[str, np.ndarray], rl2: np.ndarray, time: np.ndarray) -> np.ndarray:
-        return random_actions(self.codec, rl2.shape[0], self.rng)
+        valid = None if self.mask_key is None else obs[self.mask_key]
+        return random_actions(self.codec, rl2.shape[0], self.rng, valid)
 
 
 class ScriptedPolicy:

@@ -2,8 +2,9 @@
 
 A `TaskSet` is built once from an EnvConfig's `tasks` (and `held_out` for evaluation): it makes each task's env
 once to read its spaces and unifies them as AMAGO-2 does for multi-domain training — observation vectors of
-different lengths are zero-padded to the longest, discrete action sets become the largest one (an action a
-task lacks is taken modulo its count) — or raises a ConfigError naming the two tasks whose spaces cannot be
+different lengths are zero-padded to the longest, discrete action sets become the largest one with an action
+mask in the observation (`amago_pipe.spec.ACTION_MASK_KEY`: the agent, random and exploring policies choose among
+the task's own actions; an id a task lacks that still arrives is taken modulo its count) — or raises a ConfigError naming the two tasks whose spaces cannot be
 joined. `TaskSetEnv` is what each slot of the vector env runs: a fixed task (`tasks_per: slot`) or one drawn by
 weight at every reset (`tasks_per: reset`); `info[TASK_INFO]` reports the task index at every step.
 gymnasium + numpy only, no torch.
@@ -20,6 +21,7 @@ import numpy as np
 from amago_pipe.config.envs import EnvConfig, TaskConfig
 from amago_pipe.envs.factory import EnvFactory
 from amago_pipe.errors import ConfigError
+from amago_pipe.spec import ACTION_MASK_KEY, DEFAULT_OBS_KEY
 
 TASK_INFO = "amago_pipe/task"
 """`info` key holding the index of the task an env slot is running (in `TaskSet.names`)."""
@@ -38,6 +40,8 @@ class TaskSet:
     action_space: gym.Space[Any]
     notes: tuple[str, ...]
     """How the spaces were unified, one line per change (for reports)."""
+    action_counts: tuple[int, ...] | None = None
+    """Each task's own number of discrete actions, when they differ (the observation then carries the mask)."""
 
     @classmethod
     def from_config(cls, cfg: EnvConfig, *, where: str, held_out: bool) -> TaskSet:
@@ -56,6 +60,10 @@ class TaskSet:
             env.close()
         obs_space, obs_notes = unify_observations(names, [s[0] for s in spaces], where=where)
         act_space, act_notes = unify_actions(names, [s[1] for s in spaces], where=where)
+        counts = None
+        if act_notes:  # Discrete sets of different sizes: each task's valid ids ride in the observation
+            counts = tuple(int(s[1].n) for s in spaces)  # type: ignore[attr-defined]
+            obs_space = with_action_mask(obs_space, int(act_space.n), where=where)  # type: ignore[attr-defined]
         return cls(
             factories=tuple(factories),
             names=names,
@@ -64,6 +72,7 @@ class TaskSet:
             observation_space=obs_space,
             action_space=act_space,
             notes=tuple(obs_notes + act_notes),
+            action_counts=counts,
         )
 
     def slot_tasks(self, n_envs: int, *, where: str) -> list[int]:
@@ -119,13 +128,13 @@ class TaskSetEnv(gym.Env):  # type: ignore[type-arg]
             sub_seed = int(np.random.SeedSequence([seed_entropy(self._seeds), self.task]).generate_state(1)[0])
             self._seeded.add(self.task)
         obs, info = self._env().reset(seed=sub_seed, options=options)
-        return pad_observation(obs, self.observation_space), {**info, TASK_INFO: self.task}
+        return self._observation(obs), {**info, TASK_INFO: self.task}
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
         env = self._env()
         obs, reward, terminated, truncated, info = env.step(task_action(action, env.action_space))
         return (
-            pad_observation(obs, self.observation_space),
+            self._observation(obs),
             reward,
             terminated,
             truncated,
@@ -136,6 +145,18 @@ class TaskSetEnv(gym.Env):  # type: ignore[type-arg]
         for env in self.envs.values():
             env.close()
         self.envs.clear()
+
+    def _observation(self, obs: Any) -> Any:
+        """The task's observation in the set's space: padded, with the task's action mask when actions differ."""
+        counts = self.tasks.action_counts
+        if counts is None:
+            return pad_observation(obs, self.observation_space)
+        space: gym.spaces.Dict = self.observation_space  # type: ignore[assignment]
+        mask = np.zeros(int(space[ACTION_MASK_KEY].shape[0]), np.float32)  # type: ignore[index]
+        mask[: counts[self.task]] = 1.0
+        base = obs if isinstance(obs, dict) else {DEFAULT_OBS_KEY: obs}
+        inner = gym.spaces.Dict({k: v for k, v in space.spaces.items() if k != ACTION_MASK_KEY})
+        return {**pad_observation(base, inner), ACTION_MASK_KEY: mask}
 
     def _env(self) -> gym.Env:  # type: ignore[type-arg]
         if self.task not in self.envs:
@@ -188,7 +209,7 @@ def unify_actions(
     names: tuple[str, ...], spaces: list[gym.Space[Any]], *, where: str
 ) -> tuple[gym.Space[Any], list[str]]:
     """One action space for all tasks: equal spaces as they are; Discrete sets of different sizes joined into
-    the largest (an action a task lacks is taken modulo its count)."""
+    the largest (`with_action_mask` then marks each task's own ids in the observation)."""
     first = spaces[0]
     if all(s == first for s in spaces):
         return first, []
@@ -198,8 +219,22 @@ def unify_actions(
     size = max(int(s.n) for s in spaces)  # type: ignore[attr-defined]
     small = [f"{n} ({int(s.n)})" for n, s in zip(names, spaces, strict=True) if int(s.n) < size]  # type: ignore[attr-defined]
     return gym.spaces.Discrete(size), [
-        f"actions joined into Discrete({size}); modulo the task's count for {', '.join(small)}"
+        f"actions joined into Discrete({size}); a task's missing actions are masked (observation "
+        f"'{ACTION_MASK_KEY}') for {', '.join(small)}"
     ]
+
+
+def with_action_mask(space: gym.Space[Any], n: int, *, where: str) -> gym.spaces.Dict:
+    """`space` as a Dict (a plain space under `DEFAULT_OBS_KEY`) with a 0/1 action mask of `n` entries added."""
+    keys = dict(space.spaces) if isinstance(space, gym.spaces.Dict) else {DEFAULT_OBS_KEY: space}
+    if ACTION_MASK_KEY in keys:
+        raise ConfigError(
+            f"{where}.tasks: the tasks' observations already have a key '{ACTION_MASK_KEY}', where a task set with "
+            "action sets of different sizes puts its action mask; rename that key in the tasks' envs, or give "
+            "every task the same action space",
+            path=f"{where}.tasks",
+        )
+    return gym.spaces.Dict({**keys, ACTION_MASK_KEY: gym.spaces.Box(0.0, 1.0, (n,), np.float32)})
 
 
 def pad_observation(obs: Any, space: gym.Space[Any]) -> Any:
@@ -214,7 +249,8 @@ def pad_observation(obs: Any, space: gym.Space[Any]) -> Any:
 
 
 def task_action(action: Any, space: gym.Space[Any]) -> Any:
-    """An action of the unified space in the task's own `space` (Discrete: modulo its count)."""
+    """An action of the unified space in the task's own `space` (Discrete: modulo its count, for ids of policies
+    that ignore the action mask)."""
     if isinstance(space, gym.spaces.Discrete):
         return int(action) % int(space.n)
     return action

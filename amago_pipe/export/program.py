@@ -66,6 +66,7 @@ class StepProgram(nn.Module):
         self.model, self.actor = agent.model, agent.actor
         self.spec: DataSpec = agent.spec
         self.obs_keys = sorted(self.spec.observations)
+        self.mask_key = agent.mask_key
         self.state_names = [s["name"] for s in state_contract(agent)]
         action = self.spec.action
         self.kind, self.n, self.nvec = action.kind, action.n, tuple(action.nvec)
@@ -97,7 +98,8 @@ class StepProgram(nn.Module):
         started = (time > 0).to(torch.float32)[:, None]  # (N, 1): no previous step at an episode start
         rl2 = torch.cat([prev_reward.to(torch.float32)[:, None], self._features(prev_action)], dim=-1) * started
         out, new_state = self.model(obs, rl2[:, None], time[:, None], state)  # (N, 1, D)
-        dist = self.actor(out[:, :1])  # batch (N, 1, G)
+        valid = None if self.mask_key is None else obs[self.mask_key].to(torch.float32)  # (N, 1, n)
+        dist = self.actor(out[:, :1], valid)  # batch (N, 1, G)
         actions = dist.mode[:, 0, -1].reshape(-1, *self.action_shape)  # the acting gamma, policy space
         return (self._to_env(actions), *(new_state[name] for name in self.state_names))
 

@@ -121,10 +121,12 @@ class ActorHead(nn.Module):
             dropout=cfg.dropout,
         )
 
-    def forward(self, state: torch.Tensor) -> Distribution:
+    def forward(self, state: torch.Tensor, valid: torch.Tensor | None = None) -> Distribution:
+        """G distributions at `state (B, L, D)`; discrete actions where `valid (B, L, n)` is 0 get no probability
+        (steps whose mask is all 0, e.g. padding, are left unmasked)."""
         params = self.net(state).float().unflatten(-1, (self.num_gammas, self.params_per_gamma))  # (B, L, G, P)
         if self.action.kind == "discrete":
-            return categorical(params)
+            return categorical(params if valid is None else mask_logits(params, valid))
         if self.action.kind == "multibinary":
             return multi_binary(params)
         if self.action.kind == "multidiscrete":
@@ -134,6 +136,16 @@ class ActorHead(nn.Module):
         if self.cfg.continuous_dist == "gmm":
             return tanh_gmm(params, self.cfg.gmm_components, self.cfg.log_std_min, self.cfg.log_std_max)
         return tanh_gaussian(params, self.cfg.log_std_min, self.cfg.log_std_max)
+
+
+MASKED_LOGIT = -1e4
+"""Logit of a masked action: probability 0 in float32, yet a finite log-probability (no NaN in the losses)."""
+
+
+def mask_logits(logits: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Logits `(B, L, G, n)` with the actions where `valid (B, L, n)` is 0 set to `MASKED_LOGIT`."""
+    invalid = (valid <= 0.5) & (valid > 0.5).any(-1, keepdim=True)  # an all-zero mask (padding) masks nothing
+    return logits.masked_fill(invalid[..., None, :], MASKED_LOGIT)
 
 
 def _grouped_uniform(shape: tuple[int, ...], fan_in: int) -> nn.Parameter:

@@ -81,7 +81,10 @@ def test_spaces_are_padded_and_joined_or_refused_naming_both_tasks() -> None:
     assert space.high.tolist() == [2] * 6  # type: ignore[attr-defined]
     assert notes == ["zero-padded to 6 features: a (4)"]
     space, notes = unify_actions(names, [gym.spaces.Discrete(2), gym.spaces.Discrete(5)], where="env")
-    assert space == gym.spaces.Discrete(5) and "modulo the task's count for a (2)" in notes[0]
+    assert (
+        space == gym.spaces.Discrete(5)
+        and "missing actions are masked (observation 'action_mask') for a (2)" in notes[0]
+    )
     with pytest.raises(ConfigError, match=r"tasks 'a' and 'b' have action spaces that cannot be joined"):
         unify_actions(names, [gym.spaces.Discrete(2), gym.spaces.Box(-1, 1, (2,))], where="env")
     with pytest.raises(ConfigError, match=r"tasks 'a' and 'b' have observation spaces .* Box\(0, 255, \(8, 8, 3\)"):
@@ -96,10 +99,13 @@ def test_slots_keep_their_task_and_every_episode_is_named() -> None:
         result = rollout(env, RandomPolicy(3), 12, seed=0)
     by_slot = {(s.env_index, s.env_name) for s in result.stats}
     assert by_slot == {(0, "CartPole-v1"), (1, "Acrobot-v1"), (2, "Acrobot-v1")}
+    assert env.spec.observations["action_mask"].shape == (3,)  # 2 vs 3 actions: each task's own ids marked
     for ep in result.episodes:
         obs = ep.obs["observation"]
         if ep.env_name == "CartPole-v1":
             assert not obs[:, 4:].any() and obs[:, :4].any()  # padded with zeros
+        own = 2 if ep.env_name == "CartPole-v1" else 3
+        assert (ep.obs["action_mask"] == [1.0] * own + [0.0] * (3 - own)).all()
         assert ep.length <= 40
     summary = result.summary()
     assert set(summary["per_env"]) == {"CartPole-v1", "Acrobot-v1"}
