@@ -30,9 +30,9 @@ def main(ctx: click.Context, debug: bool, quiet: int, verbose: int) -> None:
 
 
 def _attach(group: Any) -> None:
-    from amago_pipe.cli import collect_cmds, convert_cmds, export_cmds, pipeline_cmds, store_cmds
+    from amago_pipe.cli import collect_cmds, compare_cmds, convert_cmds, export_cmds, pipeline_cmds, store_cmds
 
-    for module in (pipeline_cmds, store_cmds, convert_cmds, collect_cmds, export_cmds):
+    for module in (pipeline_cmds, compare_cmds, store_cmds, convert_cmds, collect_cmds, export_cmds):
         for command in module.COMMANDS:
             group.add_command(command)
     for command in convert_cmds.STORE_COMMANDS:  # `store to-minari` lives with the converters

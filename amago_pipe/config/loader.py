@@ -35,6 +35,8 @@ class LoadedPipeline:
     path: Path
     needs: dict[str, list[str]]
     """Resolved dependencies of each stage (defaults filled in)."""
+    overrides: tuple[str, ...] = ()
+    """The `--set` overrides applied, as given (a run records them to say how to reproduce it)."""
 
 
 Check = Callable[[PipelineConfig, Problems], None]
@@ -77,7 +79,7 @@ def load_pipeline(
         check_across_stages(cfg, needs, problems, checks)
     problems.raise_if_any()
     assert cfg is not None  # problems were raised otherwise
-    return LoadedPipeline(cfg, data, path, needs)
+    return LoadedPipeline(cfg, data, path, needs, tuple(overrides))
 
 
 def check_across_stages(

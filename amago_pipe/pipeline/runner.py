@@ -35,6 +35,7 @@ from amago_pipe.pipeline.layout import (
 )
 from amago_pipe.pipeline.lockfile import LOCK_FILE, LockFile, RunLock, StageRecord, write_atomic
 from amago_pipe.pipeline.preflight import Preflight, raise_all
+from amago_pipe.pipeline.records import write_command
 from amago_pipe.pipeline.signals import StopOnSignal
 from amago_pipe.pipeline.stage import Stage, StageContext
 from amago_pipe.processes import alive_here
@@ -265,6 +266,7 @@ class Runner:
                 if record.status == "running" and alive_here(record.host, record.pid, record.started):
                     raise _busy_error(self.run_dir, name, record.pid)
             write_atomic(self.run_dir / "resolved.yaml", dump_yaml(self.loaded.data))
+            write_command(self.run_dir, self.loaded.path, self.loaded.overrides)
             with StopOnSignal(self.stop_event) as stopper:
                 self._stopper = stopper
                 try:

@@ -1,6 +1,7 @@
 """The `evaluate` stage: roll out a train stage's policy (latest, best or an epoch) over parallel envs.
 
-Writes report.json (summary + every episode), summary.md and returns.png in the stage folder.
+Writes report.json (summary + every episode), summary.md, record.json (a result record, see pipeline/records.py)
+and returns.png in the stage folder.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from amago_pipe.config.evaluate import EvaluateStageConfig
 from amago_pipe.config.stages import seed_from
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import ConfigError
+from amago_pipe.pipeline.evaluation_report import attempt_returns, evaluation_record, summary_markdown
 from amago_pipe.pipeline.preflight import Preflight
+from amago_pipe.pipeline.records import RECORD_FILE, write_record
 from amago_pipe.pipeline.stage import Stage
 
 REPORT_FORMAT = 1
@@ -96,6 +99,17 @@ class EvaluateStage(Stage):
             report["baseline"] = baseline
         (ctx.out_dir / "report.json").write_text(json.dumps(report, indent=1))
         (ctx.out_dir / "summary.md").write_text(summary_markdown(report))
+        record = evaluation_record(
+            report,
+            stage=ctx.name,
+            run_dir=ctx.run_dir,
+            out_dir=ctx.out_dir,
+            train_dir=train_dir,
+            train_cfg=ctx.pipeline.stages[train_name],
+            seed=ctx.pipeline.seed,
+            machine=str(device),
+        )
+        write_record(ctx.out_dir / RECORD_FILE, record)
         if cfg.plots:
             from amago_pipe.train.plots import plot_returns
 
@@ -135,95 +149,3 @@ class EvaluateStage(Stage):
             "return_mean": earlier["summary"].get("return_mean"),
             "success_rate": earlier["summary"].get("success_rate"),
         }
-
-
-def attempt_returns(stats: list[Any]) -> list[list[float]]:
-    """Returns of attempt 1..k (the `amago_pipe/attempt_{i}_return` info keys of k-shot envs), over episodes."""
-    out: list[list[float]] = []
-    while True:
-        key = f"amago_pipe/attempt_{len(out) + 1}_return"
-        values = [s.info[key] for s in stats if key in s.info]
-        if not values:
-            return out
-        out.append(values)
-
-
-def summary_markdown(report: dict[str, Any]) -> str:
-    """A short Markdown summary of an evaluation report."""
-    s = report["summary"]
-    pol = report["policy"]
-    rows = [
-        ("episodes", s.get("episodes")),
-        ("mean return", s.get("return_mean")),
-        ("median return", s.get("return_median")),
-        ("std return", s.get("return_std")),
-        ("bottom-quintile return", s.get("return_bottom_quintile")),
-        ("min / max return", f"{_fmt(s.get('return_min'))} / {_fmt(s.get('return_max'))}"),
-        ("mean length", s.get("length_mean")),
-    ]
-    if "success_rate" in s:
-        rows.append(("success rate", s["success_rate"]))
-    base = report.get("baseline")
-    if base:
-        rows.append(
-            (f"mean return before (`{base['stage']}`: stage `{base['policy']['train_stage']}`)", base["return_mean"])
-        )
-        if base["return_mean"] is not None and s.get("return_mean") is not None:
-            rows.append(("change in mean return", s["return_mean"] - base["return_mean"]))
-    lines = [
-        f"# Evaluation: {report['env']}",
-        "",
-        f"Policy: stage `{pol['train_stage']}`, `{pol['which']}` (epoch {pol['epoch']}), "
-        f"{'greedy' if report['greedy'] else 'sampled'} actions, seed {report['seed']}.",
-        "",
-        "| metric | value |",
-        "|---|---|",
-        *[f"| {k} | {_fmt(v)} |" for k, v in rows],
-    ]
-    for key, value in sorted(s.get("info", {}).items()):
-        lines.append(f"| info `{key}` | {_fmt(value)} |")
-    lines += task_table(s, report.get("task_spaces", []))
-    return "\n".join(lines) + "\n"
-
-
-def task_table(s: dict[str, Any], notes: list[str]) -> list[str]:
-    """Markdown lines of the per-task table (training tasks, then held-out ones), the means over tasks and how
-    the tasks' spaces were unified; nothing for a single env."""
-    per_env = s.get("per_env", {})
-    if not per_env:
-        return []
-    held = set(s.get("held_out", {}).get("tasks", []))
-    lines = [
-        "",
-        "## Per task",
-        "",
-        "| task | split | episodes | mean return | bottom-quintile return | success |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, sub in sorted(per_env.items(), key=lambda kv: (kv[0] in held, kv[0])):
-        split = "held-out" if name in held else "training"
-        lines.append(
-            f"| {name} | {split} | {sub['episodes']} | {_fmt(sub.get('return_mean'))} | "
-            f"{_fmt(sub.get('return_bottom_quintile'))} | {_fmt(sub.get('success_rate', '-'))} |"
-        )
-    for group, label in (("training", "training tasks"), ("held_out", "held-out tasks")):
-        if group in s:
-            block = s[group]
-            mean = block.get("task_mean", {}).get("return_mean", block.get("return_mean"))
-            lines.append(
-                f"| **{label}: mean over tasks** | | {block['episodes']} | {_fmt(mean)} | "
-                f"{_fmt(block.get('return_bottom_quintile'))} | {_fmt(block.get('success_rate', '-'))} |"
-            )
-    if "task_mean" in s and "training" not in s:
-        lines.append(
-            f"| **mean over tasks** | | {s['episodes']} | {_fmt(s['task_mean']['return_mean'])} | "
-            f"{_fmt(s.get('return_bottom_quintile'))} | {_fmt(s['task_mean'].get('success_rate', '-'))} |"
-        )
-    lines += ["", *[f"Spaces: {note}." for note in notes]] if notes else []
-    return lines
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
