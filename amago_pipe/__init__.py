@@ -3,7 +3,9 @@
 Importing the package is cheap: it imports no torch; subpackages load on demand.
 """
 
-__version__ = "0.2.0"
+from amago_pipe._version import __version__
+
+__all__ = ["__version__"]
 
 
 def __getattr__(name: str) -> object:

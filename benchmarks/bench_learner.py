@@ -164,7 +164,8 @@ def run_one(
 
         def update(i: int) -> None:
             with autocast:
-                loss, _ = agent(batches[i % len(batches)])
+                losses, _ = agent(batches[i % len(batches)])
+            loss = sum(losses.values())
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)

@@ -108,22 +108,22 @@ class Agent(nn.Module):
         """The observation key of a discrete action mask (`amago_pipe.spec.ACTION_MASK_KEY`), if the data has one."""
 
     # ---- the update -----------------------------------------------------------------------------
-    def forward(self, batch: Batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Total loss of one batch and detached metrics."""
+    def forward(self, batch: Batch) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The named loss terms of one batch, each already weighted (the learner sums them), and detached metrics
+        (`<name>_loss` per term among them). A new term is one more entry here and its coefficient's field in
+        `AgentConfig`."""
+        cfg = self.cfg
         states, features = self.model.encode(batch.obs, batch.rl2, batch.time)  # (B, L+1, D), (B, L+1, F)
         t = terms(self, states, batch)
-        loss_critic = self.critic_objective(t.critic_out, t.targets, batch.mask)
-        if t.conservative is not None:
-            loss_critic = loss_critic + self.cfg.conservative_coeff * masked_mean(t.conservative, batch.mask)
+        losses = {"critic": self.critic_objective(t.critic_out, t.targets, batch.mask)}
         advantage = t.q_data.mean(2) - t.v_pi  # (B, L, G)
-        cfg = self.cfg
         scaled = scale_for_filter(
             advantage, batch.mask, self.popart.sigma, normalize=cfg.filter_normalize, scale_max=cfg.filter_scale_max
         )
         weights = bc_filter(
             scaled, cfg.fbc_filter, beta=cfg.filter_beta, max_weight=cfg.filter_max_weight, leak=cfg.leak_slope
         )
-        loss_actor = actor_loss(
+        losses["actor"] = actor_loss(
             t.q_pi.min(dim=2).values,  # (B, L, G): the most pessimistic critic
             t.logp_data,
             weights,
@@ -132,14 +132,13 @@ class Agent(nn.Module):
             offline_coeff=cfg.offline_coeff,
         )
         metrics = self._metrics(t, advantage, weights, batch.mask)
-        metrics.update(critic_loss=loss_critic.detach(), actor_loss=loss_actor.detach())
-        if self.history is not None:
-            loss_history = self.history.loss(states, features, batch.obs_mask)
-            loss_actor = loss_actor + cfg.history_coeff * loss_history
-            metrics["history_loss"] = loss_history.detach()
         if t.conservative is not None:
+            losses["conservative"] = cfg.conservative_coeff * masked_mean(t.conservative, batch.mask)
             metrics["conservative_gap"] = masked_mean(t.conservative.detach(), batch.mask)
-        return loss_critic + loss_actor, metrics
+        if self.history is not None:
+            losses["history"] = cfg.history_coeff * self.history.loss(states, features, batch.obs_mask)
+        metrics.update({f"{name}_loss": loss.detach() for name, loss in losses.items()})
+        return losses, metrics
 
     # ---- named pieces shared with `multitask` ---------------------------------------------------
     def targets(

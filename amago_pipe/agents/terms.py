@@ -2,22 +2,24 @@
 
 `discrete_terms` (Q of every discrete action from one critic pass), `enumerated_terms` (action-input critics over a
 few joint actions) and `sampled_terms` (continuous actions, or too many joint actions: sampled estimates); `terms`
-picks the agent's one. Pure torch + nets; no stores, YAML, pipelines or envs.
+picks the agent's one. They read only what `TermsAgent` names (heads, settings, value scale), so this module does
+not import the agent. Pure torch + nets; no stores, YAML, pipelines or envs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch.distributions import Categorical, Distribution
 
 from amago_pipe.agents.losses import shift_steps
-from amago_pipe.nets.heads import action_features
+from amago_pipe.config.train import AgentConfig
+from amago_pipe.nets.heads import ActorHead, CriticEnsemble, action_features
+from amago_pipe.spec import DataSpec
 
 if TYPE_CHECKING:  # annotations only
-    from amago_pipe.agents.agent import Agent
     from amago_pipe.data.batch import Batch
 
 DATA_ACTION_CLIP = 0.999
@@ -46,14 +48,54 @@ class Terms:
     """(B, L, K, G) logsumexp_a Q(s, a) - Q(s, a_data) with gradient into the critics (`conservative_coeff`)."""
 
 
-def terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
+class TermsAgent(Protocol):
+    """What the terms read of an agent (`amago_pipe.agents.agent.Agent` is one): its heads, settings and value
+    scale; the sequence model stays outside (the terms start from its states)."""
+
+    cfg: AgentConfig
+    spec: DataSpec
+    discrete: bool
+    enumerated: bool
+    tree_backup: bool
+    gammas: torch.Tensor
+    action_table: torch.Tensor
+    candidates: torch.Tensor
+    actor: ActorHead
+    target_actor: ActorHead
+    critic: CriticEnsemble
+    target_critic: CriticEnsemble
+
+    def values(self, out: torch.Tensor, *, raw: bool = False, axis: int = -1, detach: bool = False) -> torch.Tensor:
+        """Critic outputs -> normalised (or raw-scale) values."""
+        ...
+
+    def targets(
+        self,
+        batch: Batch,
+        next_values: torch.Tensor,
+        next_q_data: torch.Tensor | None = None,
+        traces: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """TD targets (B, L, G) from next values (B, L, K, G)."""
+        ...
+
+    def frozen_critic(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """The critics with detached weights."""
+        ...
+
+    def valid_actions(self, obs: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The action mask of observations, if any."""
+        ...
+
+
+def terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Terms:
     """The loss terms of a batch from the sequence model's states (B, L+1, D), by the agent's kind of critic."""
     if agent.discrete:
         return discrete_terms(agent, states, batch)
     return enumerated_terms(agent, states, batch) if agent.enumerated else sampled_terms(agent, states, batch)
 
 
-def discrete_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
+def discrete_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Terms:
     """Discrete actions: exact expectations over actions from one critic pass (Q of every action)."""
     s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
     valid, valid_next = _valid(agent, batch)
@@ -89,7 +131,7 @@ def discrete_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
     return Terms(critic_out, targets, q_data, q_pi, q_pi.detach().mean(2), logp, dist.entropy(), conservative)
 
 
-def enumerated_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
+def enumerated_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Terms:
     """Discrete kinds with action-input critics and few joint actions: exact expectations over all M of them."""
     s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
     valid, valid_next = _valid(agent, batch)
@@ -110,7 +152,7 @@ def enumerated_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
     return Terms(critic_out, targets, q_data, q_pi, q_pi.detach().mean(2), logp, dist.entropy())
 
 
-def sampled_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
+def sampled_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Terms:
     """Action-input critics at sampled actions: reparameterised policy gradient through a frozen view of the
     critics (continuous), or a score-function estimate (discrete kinds with too many joint actions)."""
     s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
@@ -147,7 +189,7 @@ def sampled_terms(agent: Agent, states: torch.Tensor, batch: Batch) -> Terms:
     return Terms(critic_out, targets, q_data, q_pi, v_pi.detach(), logp, entropy)
 
 
-def _score_function_q(agent: Agent, states: torch.Tensor, dist: Distribution) -> tuple[torch.Tensor, torch.Tensor]:
+def _score_function_q(agent: TermsAgent, states: torch.Tensor, dist: Distribution) -> tuple[torch.Tensor, torch.Tensor]:
     """Q(s, a~pi) (B, L, K, G) carrying a score-function policy gradient, and E_pi Q (B, L, G).
 
     S = max(2, value_samples) samples with a leave-one-out baseline (RLOO): the forward value is
@@ -166,7 +208,7 @@ def _score_function_q(agent: Agent, states: torch.Tensor, dist: Distribution) ->
 
 
 def _next_data_terms(
-    agent: Agent, s_next: torch.Tensor, next_dist: Distribution, batch: Batch
+    agent: TermsAgent, s_next: torch.Tensor, next_dist: Distribution, batch: Batch
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tree-backup inputs for action-input critics of discrete kinds: Q_target(s_{t+1}, a_{t+1}) (B, L, K, G)
     raw-scale and pi(a_{t+1} | s_{t+1}) (B, L, G), a_{t+1} the data's next action."""
@@ -175,13 +217,13 @@ def _next_data_terms(
     return q.permute(1, 2, 0, 3), next_dist.log_prob(_data_actions(agent, a_next)).exp()
 
 
-def _valid(agent: Agent, batch: Batch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+def _valid(agent: TermsAgent, batch: Batch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """The action masks (B, L, n) of each step's state and of the next state's (None, None without a mask)."""
     valid = agent.valid_actions(batch.obs)  # (B, L+1, n)
     return (None, None) if valid is None else (valid[:, :-1], valid[:, 1:])
 
 
-def _actor_input(agent: Agent, states: torch.Tensor) -> torch.Tensor:
+def _actor_input(agent: TermsAgent, states: torch.Tensor) -> torch.Tensor:
     """The states the actor's loss sees: their gradient into the sequence model scaled by `actor_trains_model`."""
     share = float(agent.cfg.actor_trains_model)
     if share == 1.0:
@@ -190,12 +232,12 @@ def _actor_input(agent: Agent, states: torch.Tensor) -> torch.Tensor:
     return frozen if share == 0.0 else frozen + share * (states - frozen)
 
 
-def _features(agent: Agent, actions: torch.Tensor) -> torch.Tensor:
+def _features(agent: TermsAgent, actions: torch.Tensor) -> torch.Tensor:
     """Policy-space actions -> the critic's input features (one-hots, bits or values)."""
     return action_features(agent.spec.action, actions)
 
 
-def _data_actions(agent: Agent, actions: torch.Tensor) -> torch.Tensor:
+def _data_actions(agent: TermsAgent, actions: torch.Tensor) -> torch.Tensor:
     """Data actions for `log_prob`, one copy per gamma: ids (B, L, G[, k]), bits or clipped values (B, L, G, A)."""
     kind = agent.spec.action.kind
     if kind != "discrete":
@@ -207,7 +249,7 @@ def _data_actions(agent: Agent, actions: torch.Tensor) -> torch.Tensor:
     return actions.unsqueeze(2).expand(*actions.shape[:2], len(agent.gammas), *actions.shape[2:])
 
 
-def _joint_probs(agent: Agent, dist: Distribution) -> torch.Tensor:
+def _joint_probs(agent: TermsAgent, dist: Distribution) -> torch.Tensor:
     """(B, L, G, M) probabilities of the enumerated joint actions `agent.action_table`."""
     if isinstance(dist, Categorical):
         return dist.probs  # the table is arange(n)

@@ -172,6 +172,9 @@ class TrajEncoderConfig(Component):
     """A sequence model over timestep vectors; its state makes stepwise inference equal the full forward."""
 
     registry = TRAJ_ENCODERS
+    recurrent: ClassVar[bool] = False
+    """Whether it carries memory through a recurrent state (its sequence model learns faster with a larger
+    learning rate: `model_lr_scale: auto`); a plugin sets it on its config class."""
 
 
 @config
@@ -202,6 +205,7 @@ class GruConfig(TrajEncoderConfig):
     """A multi-layer GRU (cuDNN on GPU); its state is the hidden vector of each layer."""
 
     impl: ClassVar[str] = "amago_pipe.nets.traj_ff_gru:GruTrajEncoder"
+    recurrent: ClassVar[bool] = True
     type: str = "gru"
     """Registered name or `package.module:Class` of a plugin."""
     d_model: int = 256
@@ -281,6 +285,7 @@ class MambaConfig(TrajEncoderConfig):
     """Mamba (selective state space) blocks: mamba-ssm kernels on GPU when installed, a PyTorch scan otherwise."""
 
     impl: ClassVar[str] = "amago_pipe.nets.mamba:MambaTrajEncoder"
+    recurrent: ClassVar[bool] = True
     type: str = "mamba"
     """Registered name or `package.module:Class` of a plugin."""
     d_model: int = 128

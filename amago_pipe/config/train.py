@@ -372,7 +372,7 @@ class TrainStageConfig(StageConfig):
         """`model_lr_scale` resolved: `auto` is 10 for a recurrent trajectory encoder (gru, mamba), else 1."""
         if self.model_lr_scale != "auto":
             return float(self.model_lr_scale)
-        return RECURRENT_LR_SCALE if self.model.traj_encoder.type in ("gru", "mamba") else 1.0
+        return RECURRENT_LR_SCALE if self.model.traj_encoder.recurrent else 1.0
 
     def weights_at(self, epoch: int) -> dict[str, float]:
         """Partition mixture weights of `epoch` (0-based): the last schedule phase started by then, else `partitions`."""

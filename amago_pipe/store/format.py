@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from amago_pipe._version import __version__
 from amago_pipe.errors import DataError, StoreFormatError, did_you_mean
 from amago_pipe.spec import DataSpec
 
@@ -149,8 +150,6 @@ def writer_info() -> dict[str, Any]:
 def root_attrs(spec: DataSpec, codec: str) -> dict[str, Any]:
     """The `amago_pipe_store` root attribute of a new store."""
     import zarr
-
-    from amago_pipe import __version__
 
     return {
         "format": FORMAT_NAME,

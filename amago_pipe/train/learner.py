@@ -276,9 +276,11 @@ class Learner:
             batch = next(loader).to(rt.device, non_blocking=True)
             sync = micro == cfg.grad_accum - 1 or rt.world_size == 1
             with contextlib.nullcontext() if sync else rt.accelerator.no_sync(model), rt.accelerator.autocast():
-                loss, metrics = model(batch)
+                losses, metrics = model(batch)  # named, weighted terms
+            loss = torch.stack(list(losses.values())).sum()
             if not torch.isfinite(loss):
-                self._non_finite(f"loss {float(loss.detach())}", epoch)
+                bad = ", ".join(f"{k} {float(v.detach())}" for k, v in losses.items() if not torch.isfinite(v))
+                self._non_finite(f"loss ({bad})", epoch)
             rt.accelerator.backward(loss / cfg.grad_accum)
         if cfg.grad_clip > 0:
             norm = rt.accelerator.clip_grad_norm_(self.agent.parameters(), cfg.grad_clip)

@@ -180,7 +180,8 @@ def test_non_finite_loss_names_the_step_and_the_last_good_checkpoint(tmp_path: P
     learner.resume()
     with pytest.raises(
         NonFiniteLoss,
-        match=r"non-finite loss nan at gradient step 9 \(epoch 3\).*last good checkpoint is .*latest \(epoch 2\)",
+        match=r"non-finite loss \(critic nan, actor nan, history nan\) at gradient step 9 \(epoch 3\).*last good checkpoint is "
+        r".*latest \(epoch 2\)",
     ):
         learner.run()
     assert (tmp_path / "out" / "checkpoints" / "latest" / "model.safetensors").read_bytes() == good

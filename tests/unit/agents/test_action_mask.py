@@ -78,7 +78,8 @@ def test_the_agent_acts_updates_and_exports_within_the_mask(tmp_path: Path) -> N
         for ep in episodes:
             writer.add(ep)
     batch = next(BatchLoader(store, batch_size=8, seq_len=8, partitions={"protected": 1.0}, seed=0, threaded=False))
-    loss, _ = agent(batch)
+    losses, _ = agent(batch)
+    loss = sum(losses.values())
     assert torch.isfinite(loss)
     loss.backward()
     states, _ = agent.model.encode(batch.obs, batch.rl2, batch.time)

@@ -43,7 +43,8 @@ def test_update_is_finite_trains_every_part_and_acts(
     )
     spec = make_spec(kind)
     agent = Agent(spec, TINY, cfg, max_seq_len=6)
-    loss, _ = agent(_batch(tmp_path_factory, kind))
+    losses, _ = agent(_batch(tmp_path_factory, kind))
+    loss = sum(losses.values())
     assert torch.isfinite(loss)
     loss.backward()
     for part in ("model", "actor", "critic"):

@@ -55,7 +55,9 @@ def batches(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 def test_update_gives_finite_loss_and_gradients_to_every_trained_part(batches, kind: str, name: str) -> None:
     torch.manual_seed(0)
     agent = _agent(kind, name, online_coeff=1.0, offline_coeff=0.5)
-    loss, metrics = agent(batches[kind])
+    losses, metrics = agent(batches[kind])
+    loss = sum(losses.values())
+    assert set(losses) == {"critic", "actor", "history"}  # named terms, summed by the learner
     assert torch.isfinite(loss) and {"critic_loss", "actor_loss", "q_mean", "bc_filter_rate"} <= set(metrics)
     loss.backward()
     for part in ("model", "actor", "critic"):

@@ -65,7 +65,8 @@ def test_agent_refuses_to_train_until_auto_is_fixed_from_the_data(tmp_path: Path
         fixed is not None and 10.0 / largest <= fixed < 10.0 / (largest / 6) and float(agent.reward_multiplier) == fixed
     )
     assert resolve_reward_multiplier(agent, store, {"protected": 1.0}) is None  # fixed once, never moved again
-    loss, _ = agent(batch)
+    losses, _ = agent(batch)
+    loss = sum(losses.values())
     assert loss.isfinite()
     assert "reward_multiplier" in agent.state_dict() and "reward_multiplier" not in agent.policy_state_dict()
 
