@@ -111,17 +111,7 @@ class EvaluateStage(Stage):
         )
         write_record(ctx.out_dir / RECORD_FILE, record)
         if cfg.plots:
-            from amago_pipe.train.plots import plot_returns
-
-            by_env: dict[str, list[float]] = {}
-            for s in result.stats:
-                by_env.setdefault(s.env_name, []).append(s.episode_return)
-            plot_returns(by_env, ctx.out_dir / "returns.png", title=f"{cfg.env.env_name}: {len(result.stats)} episodes")
-            attempts = attempt_returns(result.stats)
-            if attempts:
-                from amago_pipe.train.plots import plot_attempts
-
-                plot_attempts(attempts, ctx.out_dir / "attempts.png", title=f"{cfg.env.env_name}: return per attempt")
+            self.write_plots(result.stats)
         out: dict[str, Any] = {
             "mean_return": summary.get("return_mean"),
             "median_return": summary.get("return_median"),
@@ -135,6 +125,19 @@ class EvaluateStage(Stage):
         if baseline is not None:
             out["baseline_return"] = baseline["return_mean"]
         return out
+
+    def write_plots(self, stats: list[Any]) -> None:
+        """returns.png (per env) and, for k-shot envs, attempts.png in the stage folder."""
+        from amago_pipe.train.plots import plot_attempts, plot_returns
+
+        name, out_dir = self.config.env.env_name, self.ctx.out_dir
+        by_env: dict[str, list[float]] = {}
+        for s in stats:
+            by_env.setdefault(s.env_name, []).append(s.episode_return)
+        plot_returns(by_env, out_dir / "returns.png", title=f"{name}: {len(stats)} episodes")
+        attempts = attempt_returns(stats)
+        if attempts:
+            plot_attempts(attempts, out_dir / "attempts.png", title=f"{name}: return per attempt")
 
     def baseline_summary(self, name: str) -> dict[str, Any]:
         """Stage name, policy and mean return of the evaluate stage `name` (in `needs`) this one is compared with."""
