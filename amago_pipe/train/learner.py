@@ -17,20 +17,20 @@ from typing import Any
 import torch
 
 from amago_pipe.agents.agent import Agent
-from amago_pipe.config.base import to_dict
 from amago_pipe.config.online import PARTS
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.data.loader import BatchLoader
 from amago_pipe.envs.stats import flat_metrics
-from amago_pipe.errors import AmagoPipeError, DataError
+from amago_pipe.errors import DataError
 from amago_pipe.relabel.windows import window_relabeler
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train import checkpoint as ckpt
 from amago_pipe.train.best import last_data_change, patience_spent, record_validation
-from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, MetricWindow, read_metrics
+from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, MetricWindow, partition_sizes, read_metrics
 from amago_pipe.train.online import OnlineCollector, check_online_data, copy_parts, staleness, wait_for_actors
 from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
 from amago_pipe.train.runtime import Runtime, build_agent, from_main, resolve_reward_multiplier, setup_runtime
+from amago_pipe.train.saving import agent_meta, save_epoch, save_policy
 
 log = logging.getLogger("amago_pipe.train")
 
@@ -310,7 +310,8 @@ class Learner:
     # ---- end of epoch: validation, checkpoints, logs ------------------------------------------
     def _end_of_epoch(self, epoch: int, logger: MetricsLogger) -> None:
         cfg, rt, st = self.cfg, self.rt, self.state
-        row: dict[str, Any] = {f"buffer/{p}_timesteps": n for p, n in self._partition_sizes().items()}
+        sizes = partition_sizes(self.store, cfg.partitions)
+        row: dict[str, Any] = {f"buffer/{p}_timesteps": n for p, n in sizes.items()}
         row.update(self._online_row)
         if self.cfg.online is not None:
             row.update(staleness(self.store, self.cfg.online.partition, epoch - 1))
@@ -352,52 +353,24 @@ class Learner:
         return True
 
     def _save(self, epoch: int) -> None:
-        cfg = self.cfg
-        self._save_policy(self.policy_dir / f"epoch_{epoch:04d}.safetensors", epoch)
-        self._save_policy(self.policy_dir / "latest.safetensors", epoch)
-        ckpt.prune(self.policy_dir, "epoch_*.safetensors", cfg.keep_last)
-        targets = [self.ckpt_dir / ckpt.LATEST]
-        if epoch % cfg.ckpt_interval == 0 or epoch == cfg.epochs or self._stop:
-            # before `latest`: a kill in between resumes from the previous `latest` and writes this one again
-            targets.insert(0, self.ckpt_dir / f"epoch_{epoch:04d}")
-        if self.state.best.get("epoch") == epoch:  # validated best this epoch: the whole agent, for `init_from`
-            targets.insert(0, self.ckpt_dir / ckpt.BEST)
-        for directory in targets:
-            ckpt.save_checkpoint(
-                directory,
-                model=self.agent.state_dict(),
-                optimizer=self.optimizer.state_dict(),
-                scheduler={"rule": "linear_warmup", "warmup_steps": cfg.warmup_steps, "lr": cfg.lr},
-                state=self.state,
-                meta=self.meta(epoch),
-            )
-        ckpt.prune(self.ckpt_dir, "epoch_*", cfg.keep_last)
+        save_epoch(
+            cfg=self.cfg,
+            agent=self.agent,
+            optimizer=self.optimizer,
+            state=self.state,
+            meta=self.meta(epoch),
+            policy_dir=self.policy_dir,
+            ckpt_dir=self.ckpt_dir,
+            epoch=epoch,
+            stopping=self._stop,
+        )
 
     def _save_policy(self, path: Path, epoch: int) -> None:
-        import json
-
-        meta = {k: json.dumps(v) for k, v in self.meta(epoch).items()}
-        ckpt.save_weights(path, self.agent.policy_state_dict(), meta)
+        save_policy(path, self.agent, self.meta(epoch))
 
     def meta(self, epoch: int) -> dict[str, Any]:
-        """What is needed to rebuild the agent: spec, model and agent configs, window length."""
-        cfg = self.cfg
-        return {
-            "format": ckpt.CHECKPOINT_FORMAT,
-            "spec": self.store.spec.to_json(),
-            "model": to_dict(cfg.model),
-            "agent": to_dict(cfg.agent),
-            "max_seq_len": cfg.max_seq_len,
-            "epoch": epoch,
-            "step": self.state.step,
-        }
-
-    def _partition_sizes(self) -> dict[str, int]:
-        try:
-            known = set(self.store.partitions())
-            return {p: self.store.partition_info(p).timesteps for p in self.cfg.partitions if p in known}
-        except AmagoPipeError:
-            return {}
+        """What is needed to rebuild the agent (`amago_pipe.train.saving.agent_meta`)."""
+        return agent_meta(self.cfg, self.store.spec, epoch=epoch, step=self.state.step)
 
     def _finish(self) -> dict[str, Any]:
         st, rows = self.state, read_metrics(self.out_dir / METRICS_FILE)

@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from amago_pipe.errors import MissingDependencyError
+from amago_pipe.errors import AmagoPipeError, MissingDependencyError
 
 if TYPE_CHECKING:
     import torch
+
+    from amago_pipe.store import TrajectoryStore
 
 METRICS_FILE = "metrics.jsonl"
 X_AXES = ("step", "epoch", "timesteps", "wall_time")
@@ -146,3 +149,12 @@ class MetricWindow:
         out = {f"{prefix}{k}": float(v) / max(self.count, 1) for k, v in self.sums.items()}
         self.sums, self.count = {}, 0
         return out
+
+
+def partition_sizes(store: TrajectoryStore, names: Iterable[str]) -> dict[str, int]:
+    """Timesteps in each of the partitions `names` that the store has (empty when the store cannot be read)."""
+    try:
+        known = set(store.partitions())
+        return {p: store.partition_info(p).timesteps for p in names if p in known}
+    except AmagoPipeError:
+        return {}
