@@ -5,7 +5,9 @@ probe trains the timestep encoder + the named trajectory encoder (the sizes of `
 linear head with cross-entropy to name, at each step from 50 on, the arm whose pulls so far have the best Beta(1 +
 wins, 1 + losses) mean (ties go to the lowest id); chance is about 0.1, and `ff`, which sees only the latest pull, is
 the memory-free control. The target is a function of the history alone: this measures the network and the data
-without the RL update (RESULTS.md, "Why the transformer trails on the bandit"). Needs the `envs` extra (popgym).
+without the RL update (benchmarks/RESULTS_ARCHIVE.md,
+"POPGym tasks not tuned on (2026-11-26, 10th session): PositionOnlyCartPole and CountRecall, by encoder", its
+paragraph "Why the transformer trails on the bandit"). Needs the `envs` extra (popgym).
 
     python benchmarks/bench_bandit_probe.py                                  # transformer, gru, ff; 800 updates
     python benchmarks/bench_bandit_probe.py --encoders transformer:rope gru --updates 400 --seeds 0 1

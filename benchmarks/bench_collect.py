@@ -1,6 +1,7 @@
 """Benchmark the environment side: scripted-controller quality, rollout throughput (sync/async), collect time.
 
-Run: python benchmarks/bench_collect.py [--quick]. Prints Markdown tables (paste into benchmarks/RESULTS.md).
+Run: python benchmarks/bench_collect.py [--quick]. Prints Markdown tables (to publish one: add a record of
+`kind: benchmark` with its `table` under benchmarks/records/ and re-run benchmarks/make_results.py).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ with another seed), it reports:
         --partition repeat-previous --answer-lag 3 --checkpoints best epoch_0010 latest
 
 (`pipelines/popgym-memory.yaml`'s RepeatPreviousEasy agent; HELD_OUT.zarr: the same collect stage run with another
-`seed` into its own store.) RESULTS.md, "What fades", has what it found. Needs no environment: it reads stores and
-checkpoints only.
+`seed` into its own store.) benchmarks/RESULTS_ARCHIVE.md,
+"What fades: the actor memorises the data's random actions through the sequence model (2026-11-27, 19th session)",
+has what it found. Needs no environment: it reads stores and checkpoints only.
 """
 
 from __future__ import annotations

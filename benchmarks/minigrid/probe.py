@@ -1,4 +1,5 @@
-"""Supervised probes of a MiniGrid-Memory pipeline's sequence model on its store's batches (RESULTS, "MiniGrid").
+"""Supervised probes of a MiniGrid-Memory pipeline's sequence model on its store's batches (what they found:
+benchmarks/RESULTS_ARCHIVE.md, "MiniGrid-MemoryS7, a memory task nothing was tuned on (2026-11-26, 11th session)").
 
 At each episode's last step (the step into a choice) a head on the model's state is trained with cross-entropy:
   --target cue    which object the cue was (read from the data: the key or ball in view while facing the start

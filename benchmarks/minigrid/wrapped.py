@@ -2,7 +2,8 @@
 
 `make`: `OneHotPartialObsWrapper` turns the (7, 7, 3) id image into (7, 7, 20) uint8 0/1 channels. `make_rgb`:
 `RGBImgPartialObsWrapper` renders the agent's view as (56, 56, 3) uint8 pixels. Both drop the `mission` text.
-benchmarks/RESULTS.md ("MiniGrid-MemoryS7") compares them with the in-network `one_hot` of the raw ids.
+benchmarks/RESULTS_ARCHIVE.md ("MiniGrid-MemoryS7, a memory task nothing was tuned on (2026-11-26, 11th session)")
+compares them with the in-network `one_hot` of the raw ids.
 """
 
 from __future__ import annotations

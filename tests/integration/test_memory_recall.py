@@ -39,8 +39,10 @@ def test_ff_control_stays_near_chance(workdir: Path) -> None:
 def test_default_recipe_learns_recall_under_distractor_noise(workdir: Path, encoder: str) -> None:
     """Delay 30 with noise on the cue dims. The transformer learns it through the history objective (`history_coeff`;
     without it the default stalled near 0.5), the GRU through its faster sequence model (`model_lr_scale: auto`, 10
-    for recurrent encoders; at 1 it stayed near 0.23) (RESULTS.md, "The history objective", "The sequence model's
-    learning rate")."""
+    for recurrent encoders; at 1 it stayed near 0.23) (benchmarks/RESULTS_ARCHIVE.md,
+    "The history objective: `history_coeff` (the default 0.3 since 2026-11-27, 21st session)" and
+    "The sequence model's learning rate: `model_lr_scale` (`auto`: 10 for GRU and Mamba since 2026-11-27, 22nd session)"
+    )."""
     task = RecallTask(delay=30, distractor_std=0.5, episodes=800)
     result = train_and_score(task, RecallRun(encoder=encoder, updates=1200), workdir, eval_episodes=100)
     assert result["success"] >= 0.95, result
@@ -63,7 +65,8 @@ def test_default_recipe_learns_recall_at_delay_30(workdir: Path, encoder: str) -
 @pytest.mark.parametrize("encoder", ["transformer", "gru", "mamba"])
 def test_default_recipe_learns_recall_at_delay_60(workdir: Path, encoder: str) -> None:
     """Through the history objective: without it the GRU scored 0.76 and Mamba 0.17 here, Mamba 0.52 at
-    `history_coeff: 0.1` (RESULTS.md, "The history objective")."""
+    `history_coeff: 0.1` (benchmarks/RESULTS_ARCHIVE.md,
+    "The history objective: `history_coeff` (the default 0.3 since 2026-11-27, 21st session)")."""
     result = train_and_score(RecallTask(delay=60, episodes=800), RecallRun(encoder=encoder, updates=1200), workdir)
     assert result["success"] >= 0.95, result
 
@@ -72,7 +75,7 @@ def test_default_recipe_learns_recall_at_delay_60(workdir: Path, encoder: str) -
 @pytest.mark.timeout(1800)  # ~13 minutes here on 2 CPU cores
 def test_mamba_learns_recall_under_distractor_noise_with_6x_the_updates(workdir: Path) -> None:
     """Mamba under noise is slow, not stuck: 1 of 5 seeds at 1,200 updates, every seed by 7,200 (seed 2, tested
-    here, needs them all; README: "up to 6x the updates"; RESULTS.md, "Mamba under noise: its time constants")."""
+    here, needs them all; README: "up to 6x the updates"; benchmarks/RESULTS.md, "Delayed recall")."""
     task = RecallTask(delay=30, distractor_std=0.5, episodes=800)
     result = train_and_score(task, RecallRun(encoder="mamba", updates=7200, seed=2), workdir)
     assert result["success"] >= 0.95, result
@@ -83,8 +86,8 @@ def test_mamba_learns_recall_under_distractor_noise_with_6x_the_updates(workdir:
 def test_tree_backup_learns_noisy_recall_from_few_random_episodes(workdir: Path, encoder: str) -> None:
     """6 cues under noise from 800 random episodes: at the defaults 0.2-0.7 (the random answer's reward summed into
     the n-step targets of the steps before it is noise the critics fit per episode); `nstep_correction:
-    tree_backup` learns it (README row "noisy memory from random data"; RESULTS.md, "Noisy memory from few random
-    episodes"). ~1 minute each here."""
+    tree_backup` learns it (README row "noisy memory from random data"; benchmarks/RESULTS.md, "Delayed recall").
+    ~1 minute each here."""
     task = RecallTask(delay=20, distractor_std=0.3, n_cues=6, episodes=800)
     run = RecallRun(encoder=encoder, updates=1200, agent={"nstep_correction": "tree_backup"})
     assert train_and_score(task, run, workdir, eval_episodes=100)["success"] >= 0.95
