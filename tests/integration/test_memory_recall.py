@@ -75,7 +75,7 @@ def test_default_recipe_learns_recall_at_delay_60(workdir: Path, encoder: str) -
 @pytest.mark.timeout(1800)  # ~13 minutes here on 2 CPU cores
 def test_mamba_learns_recall_under_distractor_noise_with_6x_the_updates(workdir: Path) -> None:
     """Mamba under noise is slow, not stuck: 1 of 5 seeds at 1,200 updates, every seed by 7,200 (seed 2, tested
-    here, needs them all; README: "up to 6x the updates"; benchmarks/RESULTS.md, "Delayed recall")."""
+    here, needs them all; benchmarks/RESULTS.md, "Delayed recall")."""
     task = RecallTask(delay=30, distractor_std=0.5, episodes=800)
     result = train_and_score(task, RecallRun(encoder="mamba", updates=7200, seed=2), workdir)
     assert result["success"] >= 0.95, result
@@ -86,7 +86,7 @@ def test_mamba_learns_recall_under_distractor_noise_with_6x_the_updates(workdir:
 def test_tree_backup_learns_noisy_recall_from_few_random_episodes(workdir: Path, encoder: str) -> None:
     """6 cues under noise from 800 random episodes: at the defaults 0.2-0.7 (the random answer's reward summed into
     the n-step targets of the steps before it is noise the critics fit per episode); `nstep_correction:
-    tree_backup` learns it (README row "noisy memory from random data"; benchmarks/RESULTS.md, "Delayed recall").
+    tree_backup` learns it (benchmarks/RESULTS.md, "Delayed recall").
     ~1 minute each here."""
     task = RecallTask(delay=20, distractor_std=0.3, n_cues=6, episodes=800)
     run = RecallRun(encoder=encoder, updates=1200, agent={"nstep_correction": "tree_backup"})
