@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from amago_pipe.config.base import config
 from amago_pipe.config.build import FieldError
+from amago_pipe.config.transforms import WrapperConfig
 from amago_pipe.tokens import TextSpec, resolve_vocabulary, vocabulary_problem
 
 
@@ -113,6 +114,11 @@ class EnvConfig:
     text: TextConfig | None = None
     """Read text observations as word ids, e.g. `{vocabulary: minigrid, max_tokens: 32}`; null: an env with a text
     observation is refused (leave it out with `obs_keys`)."""
+    wrappers: list[WrapperConfig] | None = None
+    """Transforms applied in order to each env (each task of a task set), in every stage and in `play`, and recorded
+    with the data, e.g. `[{type: atari}, {type: resize, size: [84, 84]}, {type: grayscale}, {type: frame_stack, k: 4}]`;
+    what they return is what is stored and what the agent sees. With wrappers, `max_episode_steps` counts the
+    agent's steps (after frame skipping)."""
     seed: int | None = None
     """Seed of the first reset (each env gets its own stream spawned from it); null derives it from the stage seed."""
     on_error: Literal["stop", "skip"] = "stop"
@@ -132,6 +138,12 @@ class EnvConfig:
         if self.mode == "already_vectorized" and self.on_error == "skip":
             raise FieldError(
                 "on_error", "`skip` restarts one failing env; an already_vectorized env steps as one batch: use `stop`"
+            )
+        if self.wrappers and self.mode == "already_vectorized":
+            raise FieldError(
+                "wrappers",
+                "wrappers wrap each env; an already_vectorized env steps its batch as one object: use mode sync or "
+                "async (or apply the transforms inside your vector env)",
             )
         if self.obs_keys is not None and not self.obs_keys:
             raise FieldError("obs_keys", "give at least one observation key to keep (or null to keep all)")

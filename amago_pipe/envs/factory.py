@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from amago_pipe.config.envs import EnvConfig
+from amago_pipe.config.transforms import WrapperConfig
 from amago_pipe.errors import AmagoPipeError, ConfigError, DataError
 from amago_pipe.registry import import_path
 from amago_pipe.spec import flatten_obs, flatten_space, text_keys
@@ -48,6 +49,9 @@ class EnvFactory:
     """`text:`: read the env's text observations as token ids of this vocabulary (`amago_pipe.envs.text`)."""
     text_keys: tuple[str, ...] | None = None
     """The text keys to read (None: every text observation)."""
+    wrappers: tuple[WrapperConfig, ...] = ()
+    """`wrappers:` applied in order to the env as made (before `obs_keys` and `text`; `amago_pipe.envs.transforms`);
+    the time limit then counts the wrapped env's steps."""
 
     @classmethod
     def from_config(cls, cfg: EnvConfig, *, where: str = "env") -> EnvFactory:
@@ -61,10 +65,11 @@ class EnvFactory:
             skip_errors=cfg.on_error == "skip",
             text=cfg.text.text_spec() if cfg.text is not None else None,
             text_keys=tuple(cfg.text.keys) if cfg.text is not None and cfg.text.keys is not None else None,
+            wrappers=tuple(cfg.wrappers or ()),
         )
 
     def __call__(self) -> gym.Env:
-        env = self._text(self._filter(self._make(), gym.wrappers.FilterObservation))
+        env = self._text(self._filter(self._wrap(self._make()), gym.wrappers.FilterObservation))
         return env if self.index is None else IndexedEnv(env, self.index, where=self.where, skip=self.skip_errors)
 
     def _text(self, env: Any) -> Any:
@@ -114,6 +119,22 @@ class EnvFactory:
             )
         return self._text(self._filter(env, gym.wrappers.vector.FilterObservation))
 
+    def _wrap(self, env: gym.Env) -> gym.Env:  # type: ignore[type-arg]
+        """`wrappers:` around the env as made, then the time limit (in the wrapped env's steps)."""
+        if not self.wrappers:
+            return env
+        from amago_pipe.envs.transforms import apply_wrappers, wrappers_where
+
+        env = apply_wrappers(env, self.wrappers, where=wrappers_where(self.where))
+        if self.max_episode_steps is not None:
+            env = gym.wrappers.TimeLimit(env, max_episode_steps=self.max_episode_steps)
+        return env
+
+    @property
+    def _inner_limit(self) -> int | None:
+        """The time limit given to the env as made: none with wrappers (`_wrap` adds it around them)."""
+        return None if self.wrappers else self.max_episode_steps
+
     def _filter(self, env: Any, wrapper: Any) -> Any:
         """`obs_keys`: the env (single or vector) with only those keys of its Dict observation."""
         if self.obs_keys is None:
@@ -136,21 +157,10 @@ class EnvFactory:
         if self.factory is None:
             raise ConfigError(f"{self.where}: give `id` or `factory`; found neither", path=f"{self.where}.id")
         fn = import_path(self.factory, what="env factory", where=f"{self.where}.factory")
-        try:
-            env = fn(**self.kwargs)
-        except TypeError as e:
-            raise ConfigError(
-                f"{self.where}.factory: calling '{self.factory}' with kwargs {sorted(self.kwargs)} failed ({e}); "
-                "check `kwargs` against the factory's signature",
-                path=f"{self.where}.kwargs",
-            ) from e
-        if not isinstance(env, gym.Env):
-            raise ConfigError(
-                f"{self.where}.factory: '{self.factory}' returned {type(env).__name__}, expected a gymnasium.Env",
-                path=f"{self.where}.factory",
-            )
-        if self.max_episode_steps is not None:
-            env = gym.wrappers.TimeLimit(env, max_episode_steps=self.max_episode_steps)
+        at, hint = f"{self.where}.factory", "check `kwargs` against the factory's signature"
+        env = call_for_env(fn, (), self.kwargs, name=self.factory, at=at, kwargs_at=f"{self.where}.kwargs", hint=hint)
+        if self._inner_limit is not None:
+            env = gym.wrappers.TimeLimit(env, max_episode_steps=self._inner_limit)
         return env
 
     @staticmethod
@@ -168,6 +178,10 @@ class EnvFactory:
             from amago_pipe.envs.gymnax import register_gymnax_envs
 
             register_gymnax_envs()
+        elif env_id.startswith("ALE/"):
+            from amago_pipe.envs.transforms_atari import require_ale
+
+            require_ale(f"id '{env_id}'")  # MissingDependencyError with the install hint without ale-py
 
     def _make_registered(self, env_id: str) -> gym.Env:
         if env_id.startswith("gymnax/"):
@@ -177,11 +191,17 @@ class EnvFactory:
                 path=f"{self.where}.mode",
             )
         extra: dict[str, Any] = {}
-        if self.max_episode_steps is not None:
-            extra["max_episode_steps"] = self.max_episode_steps
+        if self._inner_limit is not None:
+            extra["max_episode_steps"] = self._inner_limit
         self._register_namespace(env_id)
+        if self.wrappers:
+            from amago_pipe.envs.transforms import wrappers_where
+            from amago_pipe.envs.transforms_atari import make_kwargs
+
+            at = wrappers_where(self.where)
+            extra.update(make_kwargs(env_id, self.wrappers, self.kwargs, where=at, kwargs_at=f"{self.where}.kwargs"))
         try:
-            return gym.make(env_id, **self.kwargs, **extra)
+            return gym.make(env_id, **{**self.kwargs, **extra})
         except gym.error.Error as e:  # unknown id, missing namespace, bad version
             raise ConfigError(
                 f"{self.where}.id: cannot make gymnasium env '{env_id}' ({e}); check the id, and import the "
@@ -193,6 +213,21 @@ class EnvFactory:
                 f"{self.where}.kwargs: gymnasium env '{env_id}' rejected kwargs {sorted(self.kwargs)} ({e})",
                 path=f"{self.where}.kwargs",
             ) from e
+
+
+def call_for_env(
+    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, name: str, at: str, kwargs_at: str, hint: str
+) -> gym.Env:  # type: ignore[type-arg]
+    """`fn(*args, **kwargs)` (an env factory, or a wrapper plugin given the env), which must return a gymnasium.Env;
+    ConfigError naming `at` (the path `kwargs_at` when the call's arguments do not fit its signature)."""
+    try:
+        env = fn(*args, **kwargs)
+    except TypeError as e:
+        given = f"{'the env and ' if args else ''}kwargs {sorted(kwargs)}"
+        raise ConfigError(f"{at}: calling '{name}' with {given} failed ({e}); {hint}", path=kwargs_at) from e
+    if not isinstance(env, gym.Env):
+        raise ConfigError(f"{at}: '{name}' returned {type(env).__name__}, expected a gymnasium.Env", path=at)
+    return env
 
 
 def check_observation_space(space: Any, *, where: str, env_name: str) -> None:

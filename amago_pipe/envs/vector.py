@@ -15,6 +15,7 @@ import gymnasium as gym
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from amago_pipe.config.envs import EnvConfig
+from amago_pipe.config.transforms import wrapper_records
 from amago_pipe.envs.factory import EnvFactory, IndexedEnv
 from amago_pipe.envs.tasks import TaskSet, TaskSetEnv
 from amago_pipe.envs.wrapper import BatchedEnv
@@ -59,7 +60,8 @@ def make_batched_env(
     `held_out`: a task set's held-out tasks run beside its training tasks (evaluation)."""
     tasks = TaskSet.from_config(cfg, where=where, held_out=held_out) if cfg.tasks is not None else None
     vector_env = make_vector_env(cfg, n_envs=n_envs, where=where, tasks=tasks)
-    return BatchedEnv(vector_env, env_name=cfg.env_name, where=where, tasks=tasks)
+    transforms = wrapper_records(cfg.wrappers)
+    return BatchedEnv(vector_env, env_name=cfg.env_name, where=where, tasks=tasks, transforms=transforms)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ returns the first observation of its next episode (`EnvStep.started`). numpy + g
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
@@ -59,8 +59,15 @@ class BatchedEnv:
     """Wraps a gymnasium VectorEnv in NEXT_STEP autoreset mode; actions are given in policy space."""
 
     def __init__(
-        self, vector_env: gym.vector.VectorEnv, *, env_name: str, where: str = "env", tasks: TaskSet | None = None
+        self,
+        vector_env: gym.vector.VectorEnv,
+        *,
+        env_name: str,
+        where: str = "env",
+        tasks: TaskSet | None = None,
+        transforms: list[dict[str, Any]] | None = None,
     ):
+        """`transforms`: the records of the `wrappers:` the envs were made with (`wrapper_records`), kept in `spec`."""
         mode = vector_env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         if mode != AutoresetMode.NEXT_STEP:
             raise ConfigError(
@@ -80,7 +87,8 @@ class BatchedEnv:
         except ConfigError:
             vector_env.close()
             raise
-        self.spec: DataSpec = from_spaces(vector_env.single_observation_space, vector_env.single_action_space)
+        spec = from_spaces(vector_env.single_observation_space, vector_env.single_action_space)
+        self.spec: DataSpec = replace(spec, transforms=list(transforms or []))
         self.codec = ActionCodec(self.spec.action)
         self.single_observation_space = vector_env.single_observation_space
         self.single_action_space = vector_env.single_action_space

@@ -22,9 +22,9 @@ from amago_pipe.config.envs import EnvConfig
 from amago_pipe.config.pipeline import PipelineConfig
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import AmagoPipeError, ConfigError, DataError, MissingDependencyError, did_you_mean
-from amago_pipe.spec import DataSpec
+from amago_pipe.spec import DataSpec, describe_transforms, transforms_differ
 
-OPTIONAL_NAMESPACES = ("popgym/", "gymnax/")
+OPTIONAL_NAMESPACES = ("popgym/", "gymnax/", "ALE/")
 """Env id namespaces registered by optional packages: `validate` leaves them (and `module:Id` ids) to `plan`."""
 SAME_SPACES = "use an env with the data's observation and action spaces (the one the data came from), or other data"
 
@@ -215,6 +215,12 @@ class Preflight:
         if data is None or data.where == where:
             return
         spec = self.env_spec(cfg, where, held_out=held_out)
+        if transforms_differ(data.spec.transforms, spec.transforms):
+            raise ConfigError(
+                f"{where}.wrappers: {describe_transforms(spec.transforms)}, but the training data ({data.label}) came "
+                f"through {describe_transforms(data.spec.transforms)}; give this env the same `wrappers:` as the data's",
+                path=f"{where}.wrappers",
+            )
         try:
             data.spec.check_compatible(spec, what=f"env '{cfg.env_name}'", against="training data")
         except DataError as e:
