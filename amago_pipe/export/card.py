@@ -38,6 +38,7 @@ def model_card(manifest: dict[str, Any]) -> str:
         "## What it was trained on, and how",
         "",
         f"- Environment: {source.get('env') or 'see the pipeline'}; observations {observations}; action {action_text}.",
+        *_wrappers_line(spec),
         f"- Data: {', '.join(f'{k} ({v:g})' for k, v in (source.get('partitions') or {}).items()) or 'n/a'}.",
         f"- Network: `{tstep.get('type', '?')}` timestep encoder, `{traj.get('type', '?')}` trajectory encoder "
         f"(d_model {traj.get('d_model', '?')}), context {policy['max_seq_len']} steps; agent `{policy.get('agent', {}).get('type', '?')}`.",
@@ -97,3 +98,18 @@ def model_card(manifest: dict[str, Any]) -> str:
 
 def _fmt(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _wrappers_line(spec: dict[str, Any]) -> list[str]:
+    """The card's line on the env wrappers the observations came through (none when there were none)."""
+    records = spec.get("transforms")
+    if not records:
+        return []
+    shown = [
+        f"{r.get('type')}({', '.join(f'{k}={v}' for k, v in r.items() if k != 'type' and v is not None)})"
+        for r in records
+    ]
+    return [
+        f"- Env wrappers, in order: {', '.join(shown)}; build the env with them: `policy.make_env(env_id)` or "
+        "`policy.wrap_env(env)` (`play` does)."
+    ]

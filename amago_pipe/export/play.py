@@ -1,7 +1,7 @@
 """`amago-pipe play`: run an exported policy (through `Policy`, as a user would) in a gymnasium env and score it.
 
 Text observations reach the policy as the env's strings; `Policy` turns them into word ids with the vocabulary
-stored in the export.
+stored in the export. The env is built inside the wrappers the policy was trained behind (`--env` too).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 
 from amago_pipe.config.build import build_strict
 from amago_pipe.config.envs import EnvConfig
+from amago_pipe.config.transforms import wrapper_records, wrappers_from_records
 from amago_pipe.envs.factory import EnvFactory, check_observation_space
 from amago_pipe.envs.rollout import SUCCESS_KEYS
 from amago_pipe.envs.tasks import TaskSet, TaskSetEnv
@@ -60,17 +61,23 @@ def recorded_sampling(policy: Policy) -> bool:
     return (policy.manifest.get("evaluation") or {}).get("greedy") is False
 
 
-def _make_env(policy: Policy, env_id: str | None, kwargs: dict[str, Any], keep: tuple[str, ...] | None) -> Any:
-    """The env to play: `env_id` with `kwargs`, else the export's recorded evaluation env (a task set draws a task,
+def _make_env(
+    policy: Policy, env_id: str | None, kwargs: dict[str, Any], keep: tuple[str, ...] | None
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The env to play and the records of the wrappers it was built with: `env_id` with `kwargs` inside the
+    policy's recorded wrappers, else the export's recorded evaluation env with its own (a task set draws a task,
     held-out ones included, at each reset)."""
     if env_id is not None:
-        return EnvFactory(id=env_id, kwargs=kwargs, obs_keys=keep, where="--env")()
+        wrappers = tuple(wrappers_from_records(policy.wrappers, where="policy.wrappers"))
+        env = EnvFactory(id=env_id, kwargs=kwargs, obs_keys=keep, where="--env", wrappers=wrappers)()
+        return env, policy.wrappers
     cfg = recorded_env(policy)
     if cfg.tasks is not None:
         tasks = TaskSet.from_config(cfg, where="play", held_out=True)
-        return TaskSetEnv(tasks, fixed=None)
+        return TaskSetEnv(tasks, fixed=None), wrapper_records(cfg.wrappers)
     factory = EnvFactory.from_config(cfg, where="play")
-    return replace(factory, kwargs={**factory.kwargs, **kwargs}, obs_keys=keep or factory.obs_keys)()
+    env = replace(factory, kwargs={**factory.kwargs, **kwargs}, obs_keys=keep or factory.obs_keys)()
+    return env, wrapper_records(cfg.wrappers)
 
 
 def play_policy(
@@ -93,16 +100,15 @@ def play_policy(
     imageio = _video_writer() if video is not None else None
     env_kwargs = {**(kwargs or {}), **({"render_mode": "rgb_array"} if video is not None else {})}
     keep = tuple(obs_keys) if obs_keys else None
-    env = _make_env(policy, env_id, env_kwargs, keep)
+    env, wrappers = _make_env(policy, env_id, env_kwargs, keep)
     env_id = env_id or recorded_env(policy).env_name
     tasks: list[str] = []
     try:
         texts = {k: a.text for k, a in policy.spec.observations.items() if a.text is not None}
         seen = text_space(env.observation_space, texts) if texts else env.observation_space  # as the policy reads it
         check_observation_space(seen, where="--env", env_name=env_id)
-        policy.spec.check_compatible(
-            from_spaces(seen, env.action_space), what=f"env '{env_id}'", against="exported policy"
-        )
+        played = replace(from_spaces(seen, env.action_space), transforms=wrappers)
+        policy.spec.check_compatible(played, what=f"env '{env_id}'", against="exported policy")
         if video is not None and "rgb_array" not in (env.metadata.get("render_modes") or []):
             raise DataError(f"--video: env '{env_id}' cannot render rgb_array frames (its render modes: "
                             f"{env.metadata.get('render_modes') or 'none'}); leave out --video")  # fmt: skip

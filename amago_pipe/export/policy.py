@@ -6,6 +6,9 @@
     actions = policy.act(obs, reward=rewards)   # later steps: the rewards the previous actions earned
     policy.reset_envs(terminated | truncated)   # episodes that ended start over with fresh memory
 
+Env wrappers the policy was trained behind (frame skip, resize, grayscale, frame stacks, ...) are recorded: build
+the env with them through `policy.make_env("ALE/Pong-v5")` or `policy.wrap_env(env)` (these two need gymnasium).
+
 Needs torch and the network code only: no store, YAML, training code or gymnasium. Rewards are told through
 `act(..., reward=...)`: the policy keeps the previous action, reward and time index of every env itself. Text
 observations (a MiniGrid mission) may be given as the env's strings: they become word ids with the vocabulary
@@ -54,6 +57,28 @@ class Policy:
         manifest = read_manifest(folder)
         agent = agent_from_weights(folder / WEIGHTS, manifest["policy"], device=device)
         return cls(agent, manifest, device=device)
+
+    @property
+    def wrappers(self) -> list[dict[str, Any]]:
+        """The env `wrappers:` the policy's observations came through, as config records (`[]`: none)."""
+        return list(self.spec.transforms or [])
+
+    def make_env(self, env_id: str, **kwargs: Any) -> Any:
+        """`gymnasium.make(env_id, **kwargs)` inside the policy's wrappers (what `act` expects to be given)."""
+        from amago_pipe.config.transforms import wrappers_from_records
+        from amago_pipe.envs.factory import EnvFactory
+
+        wrappers = tuple(wrappers_from_records(self.wrappers, where="policy.wrappers"))
+        return EnvFactory(id=env_id, kwargs=kwargs, wrappers=wrappers, where="policy")()
+
+    def wrap_env(self, env: Any) -> Any:
+        """An env already made, inside the policy's wrappers (an ALE env must be made with `frameskip=1` and the
+        recorded sticky-action probability when the wrappers hold `atari`: `make_env` does that)."""
+        from amago_pipe.config.transforms import wrappers_from_records
+        from amago_pipe.envs.transforms import apply_wrappers
+
+        wrappers = tuple(wrappers_from_records(self.wrappers, where="policy.wrappers"))
+        return apply_wrappers(env, wrappers, where="policy.wrappers")
 
     @property
     def max_seq_len(self) -> int:
