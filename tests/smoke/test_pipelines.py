@@ -19,6 +19,7 @@ OPTIONAL = {
     "metaworld-ml1-kshot.yaml": ("metaworld", "metaworld"),
     "metaworld-ml10.yaml": ("metaworld", "metaworld"),
     "babyai-multitask.yaml": ("minigrid", "envs"),
+    "atari-multigame.yaml": ("ale_py", "atari"),
 }
 """Pipelines that need an optional extra: (the module they import, the extra); skipped when it is missing."""
 
