@@ -30,7 +30,7 @@ import numpy as np
 
 AMAGO_GAMMAS = [0.1, 0.9, 0.95, 0.97, 0.99, 0.995]
 """AMAGO's extra discount factors (with gamma 0.999: 7 in all)."""
-MATCHED = {"value_samples": 1, "target_samples": 1, "history_coeff": 0.0, "n_step": 1, "policy_average": 0.0}
+MATCHED = {"samples": {"value": 1, "target": 1}, "history_coeff": 0.0, "targets": {"n_step": 1}, "policy_average": 0.0}
 """The update matched to AMAGO's: the costly options AMAGO lacks turned off (one policy sample for V(s), no history
 objective, one-step targets, no policy average)."""
 LEARNER = {
@@ -70,10 +70,33 @@ def stage_config(d: int, L: int, agent: dict[str, Any] | None, quick: bool) -> A
         "agent": {"type": "agent", "gamma": 0.999, "gammas": AMAGO_GAMMAS, "reward_multiplier": 10.0,
                   "actor": {"d_hidden": hidden}, "critic": {"num_critics": 4, "d_hidden": hidden}, **(agent or {})},
     }  # fmt: skip
+    data["agent"] = flat_before_blocks(data["agent"])
     problems = Problems()
     cfg = build(TrainStageConfig, data, problems)
     problems.raise_if_any()
     return cfg
+
+
+FLAT_NAMES = {
+    ("samples", "value"): "value_samples",
+    ("samples", "target"): "target_samples",
+    ("targets", "n_step"): "n_step",
+}
+"""The flat agent keys of commits before the typed blocks (`samples:`, `targets:`) for the block keys used here."""
+
+
+def flat_before_blocks(agent: dict[str, Any]) -> dict[str, Any]:
+    """`agent` for this commit: its block keys as the flat keys of a commit that has no `targets:` block yet."""
+    import dataclasses
+
+    from amago_pipe.config.train import AgentConfig
+
+    if "targets" in {f.name for f in dataclasses.fields(AgentConfig)}:
+        return agent
+    flat = {k: v for k, v in agent.items() if k not in ("samples", "targets")}
+    for block in ("samples", "targets"):
+        flat.update({FLAT_NAMES[(block, k)]: v for k, v in agent.get(block, {}).items()})
+    return flat
 
 
 def synthetic_store(path: Path, kind: str, episodes: int, length: int, obs_dim: int, act_dim: int = 1) -> Any:

@@ -32,6 +32,7 @@ def main() -> None:
         RecallTask,
         critic_ablation,
         memory_recipe,
+        merged,
         supervised_probe,
         train_and_score,
     )
@@ -45,7 +46,9 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=800, help="random-policy episodes in each dataset")
     p.add_argument("--probe", action="store_true", help="also train the supervised probe")
     p.add_argument("--ablate", action="store_true", help="also train the critic alone (answer step / every step)")
-    p.add_argument("--agent", type=json.loads, default={}, help="agent overrides as JSON, e.g. '{\"n_step\": 8}'")
+    p.add_argument(
+        "--agent", type=json.loads, default={}, help='agent overrides as JSON, e.g. \'{"targets": {"n_step": 8}}\''
+    )
     p.add_argument(
         "--memory-recipe", action="store_true", help="add the README's memory recipe (per encoder) to --agent"
     )
@@ -69,7 +72,7 @@ def main() -> None:
             task = RecallTask(delay=delay, distractor_std=std, episodes=args.episodes)
             for encoder in args.encoders:
                 for seed in args.seeds:
-                    agent = {**(memory_recipe(encoder) if args.memory_recipe else {}), **args.agent}
+                    agent = merged(memory_recipe(encoder) if args.memory_recipe else {}, args.agent)
                     run = RecallRun(
                         encoder=encoder, updates=args.updates, seed=seed, agent=agent, hide_rl2=args.hide_rl2
                     )

@@ -40,6 +40,14 @@ ENCODERS = {
 }
 
 
+def dotted(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested keys as dotted `--set` keys: `{targets: {correction: x}}` -> `{targets.correction: x}`."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(dotted(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return out
+
+
 def window(corridor: int) -> int:
     """Collect `max_steps` and `max_seq_len` for a corridor: 60 for 30, else the power of two >= 1.25 x corridor."""
     if corridor <= 30:
@@ -68,7 +76,7 @@ def run_cell(
     if ENCODERS[encoder] is not None:
         overrides.append(f"stages.train.model.traj_encoder={ENCODERS[encoder]}")
     if recipe == "memory":
-        overrides += [f"stages.train.agent.{key}={value}" for key, value in memory_recipe(encoder).items()]
+        overrides += [f"stages.train.agent.{key}={value}" for key, value in dotted(memory_recipe(encoder)).items()]
     cmd = [sys.executable, "-m", "amago_pipe.cli", "-q", "run", str(REPO / "pipelines" / "tmaze-memory.yaml")]
     cmd += ["--run-dir", str(run_dir)]
     for item in [*overrides, *extra]:

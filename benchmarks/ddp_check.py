@@ -73,7 +73,7 @@ def worker(store: str, out: str, batch: int, updates: int) -> None:
             tstep_encoder=FFTstepConfig(d_hidden=64, d_output=64),
             traj_encoder=TransformerConfig(d_model=64, n_heads=4, n_layers=2),
         ),
-        agent=AgentConfig(online_coeff=0.0, offline_coeff=1.0, fbc_filter="exp"),
+        agent=AgentConfig(online_coeff=0.0, offline_coeff=1.0),  # the `exp` filter (the default)
         logging=LoggingConfig(log_interval=10, plots=False),
         validate=ValidateConfig(env=EnvConfig(id="CartPole-v1"), every=1, patience=1),
     )

@@ -19,19 +19,12 @@ from torch.func import functional_call
 
 from amago_pipe.agents.averaging import PolicyAverage
 from amago_pipe.agents.history import HistoryHead
-from amago_pipe.agents.losses import (
-    actor_loss,
-    bc_filter,
-    critic_loss,
-    masked_mean,
-    nstep_td_targets,
-    polyak_update,
-    scale_for_filter,
-)
+from amago_pipe.agents.losses import actor_loss, critic_loss, masked_mean, nstep_td_targets, polyak_update
 from amago_pipe.agents.popart import PopArt
 from amago_pipe.agents.terms import Terms, terms
+from amago_pipe.config import auto
+from amago_pipe.config.agent import AgentConfig
 from amago_pipe.config.nets import ModelConfig
-from amago_pipe.config.train import AgentConfig
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.nets.build import build_actor_head, build_critic_head, build_sequence_model
 from amago_pipe.nets.heads import action_features, enumerate_actions
@@ -101,9 +94,12 @@ class Agent(nn.Module):
         data (`amago_pipe.train.runtime.resolve_reward_multiplier`)."""
         self._reward_multiplier_checked = fixed > 0
         self.register_buffer("gammas", torch.tensor(gammas, dtype=torch.float32), persistent=False)
-        self.tree_backup = cfg.nstep_correction == "tree_backup" and cfg.n_step > 1
+        self.tree_backup = cfg.targets.correction == "tree_backup" and cfg.targets.n_step > 1
         """Correct n-step targets with tree backup (an extra target-critic pass on action-input critics)."""
-        self.td_reduce = cfg.td_reduce if cfg.td_reduce != "auto" else ("min" if cfg.online_coeff > 0 else "mean")
+        self.td_reduce = auto.td_reduce(cfg)
+        """How the drawn critics are combined in TD targets (`targets.reduce`, `auto` resolved)."""
+        self.bc_weights = cfg.filter.implementation()
+        """The behaviour-cloning filter (`filter: {type: ...}`): (advantage, mask, sigma, cfg) -> weights (B, L, G)."""
         self.mask_key = action_mask_key(spec)
         """The observation key of a discrete action mask (`amago_pipe.spec.ACTION_MASK_KEY`), if the data has one."""
 
@@ -117,12 +113,7 @@ class Agent(nn.Module):
         t = terms(self, states, batch)
         losses = {"critic": self.critic_objective(t.critic_out, t.targets, batch.mask)}
         advantage = t.q_data.mean(2) - t.v_pi  # (B, L, G)
-        scaled = scale_for_filter(
-            advantage, batch.mask, self.popart.sigma, normalize=cfg.filter_normalize, scale_max=cfg.filter_scale_max
-        )
-        weights = bc_filter(
-            scaled, cfg.fbc_filter, beta=cfg.filter_beta, max_weight=cfg.filter_max_weight, leak=cfg.leak_slope
-        )
+        weights = self.bc_weights(advantage, batch.mask, self.popart.sigma, cfg.filter)  # (B, L, G)
         losses["actor"] = actor_loss(
             t.q_pi.min(dim=2).values,  # (B, L, G): the most pessimistic critic
             t.logp_data,
@@ -150,7 +141,7 @@ class Agent(nn.Module):
     ) -> torch.Tensor:
         """TD targets (B, L, G) from raw next values (B, L, K, G); folds them into PopArt's statistics.
 
-        `next_q_data` (B, L, K, G) and `traces` (B, L, G) feed the tree-backup correction (`nstep_correction`).
+        `next_q_data` (B, L, K, G) and `traces` (B, L, G) feed the tree-backup correction (`targets.correction`).
         """
         if not self._reward_multiplier_checked:  # once: an `auto` multiplier must have been fixed by now
             if float(self.reward_multiplier) <= 0:
@@ -167,8 +158,8 @@ class Agent(nn.Module):
             batch.mask,
             next_values,
             self.gammas,
-            n=self.cfg.n_step,
-            num_td=self.cfg.num_critics_td,
+            n=self.cfg.targets.n_step,
+            num_td=self.cfg.targets.num_critics_td,
             reduce=self.td_reduce,
             next_q_data=next_q_data if correct else None,
             traces=traces if correct else None,
@@ -179,7 +170,7 @@ class Agent(nn.Module):
     def critic_objective(self, critic_out: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Regression in PopArt-normalised units: critic_out (K, B, L, G), targets (B, L, G)."""
         q = self.popart(critic_out.permute(1, 2, 0, 3))  # (B, L, K, G)
-        return critic_loss(q, self.popart.normalize(targets), mask, kind=self.cfg.critic_loss)
+        return critic_loss(q, self.popart.normalize(targets), mask, kind=self.cfg.critic.loss)
 
     def values(self, out: torch.Tensor, *, raw: bool = False, axis: int = -1, detach: bool = False) -> torch.Tensor:
         """Critic outputs -> normalised (or raw-scale) values; G is on `axis`."""

@@ -12,9 +12,10 @@ import torch
 from safetensors.torch import load_file
 
 from amago_pipe.agents.agent import Agent
+from amago_pipe.config.agent import AgentConfig
+from amago_pipe.config.agent_moved import upgrade_flat_agent
 from amago_pipe.config.build import Problems, build
 from amago_pipe.config.nets import ModelConfig
-from amago_pipe.config.train import AgentConfig
 from amago_pipe.errors import StoreFormatError
 from amago_pipe.nets.layers import RunningNorm
 from amago_pipe.spec import DataSpec
@@ -26,7 +27,7 @@ def agent_from_weights(path: Path, meta: dict[str, Any], *, device: str | torch.
     spec = DataSpec.from_json(meta["spec"])
     problems = Problems()
     model_cfg = build(ModelConfig, meta["model"], problems, "model")
-    agent_cfg = build(AgentConfig, meta["agent"], problems, "agent")
+    agent_cfg = build(AgentConfig, upgrade_flat_agent(meta["agent"]), problems, "agent")  # pre-0.3 flat keys too
     if problems.items:
         raise StoreFormatError(f"{path}: its model/agent config does not validate: {'; '.join(problems.lines())}")
     agent: Agent = agent_cfg.implementation()(spec, model_cfg, agent_cfg, max_seq_len=int(meta["max_seq_len"]))

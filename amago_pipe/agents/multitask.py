@@ -11,8 +11,8 @@ import torch
 
 from amago_pipe.agents.agent import Agent
 from amago_pipe.agents.losses import critic_loss_bins
+from amago_pipe.config.agent import AgentConfig, MultiTaskConfig
 from amago_pipe.config.nets import ModelConfig
-from amago_pipe.config.train import AgentConfig, MultiTaskConfig
 from amago_pipe.errors import ConfigError
 from amago_pipe.spec import DataSpec
 

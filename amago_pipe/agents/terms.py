@@ -15,7 +15,7 @@ import torch
 from torch.distributions import Categorical, Distribution
 
 from amago_pipe.agents.losses import shift_steps
-from amago_pipe.config.train import AgentConfig
+from amago_pipe.config.agent import AgentConfig
 from amago_pipe.nets.heads import ActorHead, CriticEnsemble, action_features
 from amago_pipe.spec import DataSpec
 
@@ -162,7 +162,7 @@ def sampled_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Term
         v_next = torch.stack(
             [
                 agent.values(agent.target_critic(s_next, _features(agent, next_dist.sample())), raw=True)
-                for _ in range(agent.cfg.target_samples)
+                for _ in range(agent.cfg.samples.target)
             ]
         ).mean(0)  # (K, B, L, G)
         data_terms = (
@@ -177,7 +177,7 @@ def sampled_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Term
         a_pi = dist.rsample()  # (B, L, G, A)
         q_pi = agent.values(agent.frozen_critic(s.detach(), a_pi), detach=True).permute(1, 2, 0, 3)  # (B, L, K, G)
         with torch.no_grad():
-            extra = [agent.values(agent.critic(s, dist.sample())).mean(0) for _ in range(agent.cfg.value_samples - 1)]
+            extra = [agent.values(agent.critic(s, dist.sample())).mean(0) for _ in range(agent.cfg.samples.value - 1)]
             v_pi = torch.stack([q_pi.mean(2), *extra]).mean(0)  # (B, L, G)
         entropy = -dist.log_prob(a_pi.detach())  # (B, L, G)
     else:
@@ -192,11 +192,11 @@ def sampled_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Term
 def _score_function_q(agent: TermsAgent, states: torch.Tensor, dist: Distribution) -> tuple[torch.Tensor, torch.Tensor]:
     """Q(s, a~pi) (B, L, K, G) carrying a score-function policy gradient, and E_pi Q (B, L, G).
 
-    S = max(2, value_samples) samples with a leave-one-out baseline (RLOO): the forward value is
+    S = max(2, samples.value) samples with a leave-one-out baseline (RLOO): the forward value is
     mean_s Q(s, a_s); the gradient is mean_s (Q(s, a_s) - mean_{j!=s} Q(s, a_j)) grad log pi(a_s|s) (unbiased).
     The critics get no gradient.
     """
-    n = max(2, agent.cfg.value_samples)
+    n = max(2, agent.cfg.samples.value)
     actions = dist.sample((n,))  # (S, B, L, G[, k])
     with torch.no_grad():
         q = torch.stack([agent.values(agent.critic(states, _features(agent, a))) for a in actions])  # (S, K, B, L, G)

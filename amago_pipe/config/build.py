@@ -160,6 +160,12 @@ def _build_dataclass(cls: type, data: Any, problems: Problems, path: str) -> Any
     if hint:
         problems.add(path, hint)
         return None
+    moved = _moved(cls, data)
+    if moved:  # each moved key's new form, and every other problem of the rest
+        for key, message in moved.items():
+            problems.add(join(path, key), message)
+        _convert_fields(cls, {k: v for k, v in data.items() if k not in moved}, problems, path)
+        return None
     kwargs, ok = _convert_fields(cls, data, problems, path)
     if ok:
         for key, message in _no_effect(cls, kwargs):
@@ -217,6 +223,12 @@ def _old_form(cls: type, data: dict[str, Any]) -> str | None:
     """The new form of an old YAML shape, from the config class's `old_form(data)` when it has one."""
     old_form = getattr(cls, "old_form", None)
     return old_form(data) if old_form is not None else None
+
+
+def _moved(cls: type, data: dict[str, Any]) -> dict[str, str]:
+    """`{key: its new form}` for keys of an older release that moved, from the class's `moved(data)` when it has one."""
+    moved = getattr(cls, "moved", None)
+    return dict(moved(data)) if moved is not None else {}
 
 
 def _no_effect(cls: type, given: dict[str, Any]) -> list[tuple[str, str]]:

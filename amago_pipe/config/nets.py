@@ -366,9 +366,15 @@ class CriticHeadConfig:
     """Highest bin centre, in symlog space."""
     discrete_as_continuous: bool = False
     """Discrete actions only: take the one-hot action as an input and output one value (AMAGO-2) instead of Q of every action."""
+    loss: Literal["mse", "huber"] = "mse"
+    """How `scalar` outputs regress their PopArt-normalised TD errors: `mse`, or `huber` (linear beyond 1: a
+    surprising target moves the critics by a bounded step). `bins` outputs are trained by cross-entropy instead
+    (the multitask agent's `labels`) and keep `mse` here."""
 
     def __post_init__(self) -> None:
         _positive(self, "num_critics", "d_hidden", "n_layers")
+        if self.output == "bins" and self.loss != "mse":
+            raise FieldError("loss", f"{self.loss} has no effect with output: bins (trained by cross-entropy)")
         if self.num_bins < 2:
             raise FieldError("num_bins", f"must be at least 2, got {self.num_bins}")
         if self.symlog_low >= self.symlog_high:

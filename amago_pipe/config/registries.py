@@ -21,6 +21,8 @@ TRAJ_ENCODERS: Registry[Any] = Registry("traj_encoder")
 """Sequence models over timesteps: ff, gru, transformer, mamba."""
 AGENTS: Registry[Any] = Registry("agent")
 """Learning updates: agent (AMAGO), multitask (AMAGO-2)."""
+BC_FILTERS: Registry[Any] = Registry("bc_filter")
+"""Behaviour-cloning filters of the agents' advantage-filtered BC (`filter: {type: ...}`): exp, binary, leaky."""
 POLICIES: Registry[Any] = Registry("policy")
 """Behaviour policies for collect: random, scripted, checkpoint, builtin controllers."""
 EXPLORATION: Registry[Any] = Registry("exploration")
@@ -58,7 +60,12 @@ _BUILTIN: dict[Registry[Any], dict[str, str]] = {
         "mamba": "amago_pipe.config.nets:MambaConfig",
     },
     # --- agents (agents/) ---
-    AGENTS: {"agent": "amago_pipe.config.train:AgentConfig", "multitask": "amago_pipe.config.train:MultiTaskConfig"},
+    AGENTS: {"agent": "amago_pipe.config.agent:AgentConfig", "multitask": "amago_pipe.config.agent:MultiTaskConfig"},
+    BC_FILTERS: {
+        "exp": "amago_pipe.config.agent:ExpFilterConfig",
+        "binary": "amago_pipe.config.agent:BinaryFilterConfig",
+        "leaky": "amago_pipe.config.agent:LeakyFilterConfig",
+    },
     # --- behaviour policies and exploration (envs/) ---
     POLICIES: {
         "random": "amago_pipe.config.policies:RandomPolicyConfig",

@@ -119,8 +119,9 @@ def agent_recipe(agent: Any) -> dict[str, Any]:
     `memory` (tree backup + Huber), `default` (no update key changed; head sizes do not count) or `custom`."""
     changed = flat_changes(to_dict(agent), to_dict(type(agent)()))
     changed.pop("type", None)
-    update_keys = [k for k in changed if not k.startswith(("actor.", "critic."))]
-    memory = getattr(agent, "nstep_correction", "") == "tree_backup" and getattr(agent, "critic_loss", "") == "huber"
+    update_keys = [k for k in changed if k == "critic.loss" or not k.startswith(("actor.", "critic."))]
+    targets, critic = getattr(agent, "targets", None), getattr(agent, "critic", None)
+    memory = getattr(targets, "correction", "") == "tree_backup" and getattr(critic, "loss", "") == "huber"
     recipe = "memory" if memory else "custom" if update_keys else "default"
     return {"type": agent.type, "recipe": recipe, **({"changed": changed} if changed else {})}
 

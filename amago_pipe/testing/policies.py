@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
+from amago_pipe.config.agent import AgentConfig
 from amago_pipe.config.base import to_dict
 from amago_pipe.config.build import build_strict
 from amago_pipe.config.nets import ModelConfig
-from amago_pipe.config.train import AgentConfig
 from amago_pipe.train.checkpoint import CHECKPOINT_FORMAT, save_weights
 from amago_pipe.train.runtime import build_agent
 

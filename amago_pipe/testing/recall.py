@@ -39,13 +39,23 @@ SMALL_TRAJ: dict[str, dict[str, Any]] = {
 }
 """The small sequence models the memory check compares (the `ff` one has no memory: the control; `gru-chrono`:
 every GRU unit chrono-initialised, the setting for long-range recall)."""
-MEMORY_RECIPE: dict[str, Any] = {"nstep_correction": "tree_backup", "critic_loss": "huber"}
-"""The README's memory recipe: agent keys added to the defaults for memory tasks learned from exploratory data."""
+MEMORY_RECIPE: dict[str, Any] = {"targets": {"correction": "tree_backup"}, "critic": {"loss": "huber"}}
+"""The README's memory recipe: agent keys added to the defaults for memory tasks learned from exploratory data
+(merge it with `merged`: its blocks add to an agent's own)."""
 
 
 def memory_recipe(encoder: str) -> dict[str, Any]:
     """The memory recipe for a trajectory encoder: a GRU also keeps the actor's gradient out of the sequence model."""
     return {**MEMORY_RECIPE, **({"actor_trains_model": False} if encoder.startswith("gru") else {})}
+
+
+def merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `extra` merged in, mapping into mapping (an agent's keys plus a recipe's blocks)."""
+    out = dict(base)
+    for key, value in extra.items():
+        inner = out.get(key)
+        out[key] = merged(inner, value) if isinstance(inner, dict) and isinstance(value, dict) else value
+    return out
 
 
 @dataclass(frozen=True)
@@ -111,7 +121,7 @@ def train_config(task: RecallTask, run: RecallRun) -> TrainStageConfig:
             "tstep_encoder": {"type": "ff", "d_hidden": 128, "d_output": 64, "hide_rl2": run.hide_rl2},
             "traj_encoder": SMALL_TRAJ[run.encoder],
         },
-        "agent": {"type": "agent", "actor": {"d_hidden": 128}, "critic": {"d_hidden": 128}, **run.agent},
+        "agent": merged({"type": "agent", "actor": {"d_hidden": 128}, "critic": {"d_hidden": 128}}, run.agent),
         "logging": {"log_interval": 100, "plots": False},
         **run.train,
     }

@@ -1,5 +1,6 @@
 """Process setup of a learner: threads and determinism, accelerate (device, ranks, precision), agent building,
-and the data-dependent pieces of the agent (`reward_multiplier: auto`).
+and the data-dependent piece of the agent (`reward_multiplier: auto`: the data's reward size; the rule is
+`amago_pipe.config.auto.reward_multiplier`).
 
 Imports torch, accelerate, the agents and the store; never the pipeline or the CLI.
 """
@@ -14,16 +15,13 @@ import numpy as np
 import torch
 
 from amago_pipe.agents.agent import Agent
+from amago_pipe.config import auto
+from amago_pipe.config.agent import AgentConfig
 from amago_pipe.config.nets import ModelConfig
-from amago_pipe.config.train import AgentConfig, TrainStageConfig
+from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import ConfigError
 from amago_pipe.spec import DataSpec
 from amago_pipe.store import TrajectoryStore
-
-AUTO_REWARD_SCALE = 10.0
-"""`reward_multiplier: auto` scales the data's large rewards to this size (the default for rewards of size 1)."""
-AUTO_REWARD_QUANTILE = 99.0
-"""... where "large" is this percentile of |reward| over the nonzero rewards (robust to a few outliers)."""
 
 
 @dataclass
@@ -82,13 +80,11 @@ def build_agent(
 
 
 def auto_reward_multiplier(rewards: np.ndarray) -> float:
-    """`AUTO_REWARD_SCALE` / the `AUTO_REWARD_QUANTILE` percentile of |reward| over nonzero rewards, to 3
-    significant digits; `AUTO_REWARD_SCALE` itself when every reward is 0."""
+    """`reward_multiplier: auto` for `rewards`: the rule of `amago_pipe.config.auto.reward_multiplier` applied to
+    their large reward (the `AUTO_REWARD_QUANTILE` percentile of |reward| over the nonzero ones; None if none)."""
     size = np.abs(rewards[np.isfinite(rewards) & (rewards != 0)].astype(np.float64))
-    if not size.size:
-        return AUTO_REWARD_SCALE
-    value = AUTO_REWARD_SCALE / float(np.percentile(size, AUTO_REWARD_QUANTILE))
-    return float(f"{value:.3g}")
+    large = float(np.percentile(size, auto.AUTO_REWARD_QUANTILE)) if size.size else None
+    return auto.reward_multiplier(large)
 
 
 def resolve_reward_multiplier(agent: Agent, store: TrajectoryStore, partitions: dict[str, float]) -> float | None:

@@ -85,11 +85,11 @@ def test_mamba_learns_recall_under_distractor_noise_with_6x_the_updates(workdir:
 @pytest.mark.parametrize("encoder", ["transformer", "gru"])
 def test_tree_backup_learns_noisy_recall_from_few_random_episodes(workdir: Path, encoder: str) -> None:
     """6 cues under noise from 800 random episodes: at the defaults 0.2-0.7 (the random answer's reward summed into
-    the n-step targets of the steps before it is noise the critics fit per episode); `nstep_correction:
-    tree_backup` learns it (benchmarks/RESULTS.md, "Delayed recall").
+    the n-step targets of the steps before it is noise the critics fit per episode); `targets:
+    {correction: tree_backup}` learns it (benchmarks/RESULTS.md, "Delayed recall").
     ~1 minute each here."""
     task = RecallTask(delay=20, distractor_std=0.3, n_cues=6, episodes=800)
-    run = RecallRun(encoder=encoder, updates=1200, agent={"nstep_correction": "tree_backup"})
+    run = RecallRun(encoder=encoder, updates=1200, agent={"targets": {"correction": "tree_backup"}})
     assert train_and_score(task, run, workdir, eval_episodes=100)["success"] >= 0.95
 
 

@@ -40,7 +40,7 @@ def _agent(agent_type: str, traj: str, kind: str) -> Agent:
     if agent_type == "multitask":
         critic.update(output="bins", num_bins=16)
     cfg = build_strict(cfg_cls, {"type": agent_type, "actor": {"d_hidden": 16}, "critic": critic, "online_coeff": 1.0,
-                                 "offline_coeff": 0.5, "n_step": 2, "reward_multiplier": 10.0})  # fmt: skip
+                                 "offline_coeff": 0.5, "targets": {"n_step": 2}, "reward_multiplier": 10.0})  # fmt: skip
     model = build_strict(
         ModelConfig,
         {"tstep_encoder": {"type": "ff", "d_hidden": 16, "d_output": 16},

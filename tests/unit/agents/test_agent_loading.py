@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import torch
+from unit.config.test_agent_moved import OLD_AGENT
 
 from amago_pipe.agents.loading import agent_from_weights
 from amago_pipe.config.base import to_dict
@@ -43,3 +44,17 @@ def test_policy_files_without_image_statistics_act_as_before(tmp_path: Path) -> 
     assert float(loaded.state_dict()["model.tstep_encoder.img_norms.grid.count"]) == 0.0
     expected, _ = old.model.eval()({"grid": grid}, rl2, time)
     torch.testing.assert_close(loaded.model({"grid": grid}, rl2, time)[0], expected)
+
+
+def test_policy_files_with_the_pre_0_3_flat_agent_keys_load(tmp_path: Path) -> None:
+    """A policy file whose `agent` metadata has the flat keys of 0.2 (`fbc_filter`, `n_step`, ...) loads, its settings
+    moved into their blocks."""
+    model = {"tstep_encoder": CNN, "traj_encoder": {"type": "gru", "d_model": 16}}
+    agent = build_agent(
+        build_strict(AgentConfig, {"type": "agent"}), build_strict(ModelConfig, model), GRID, max_seq_len=4
+    )
+    meta = {"spec": GRID.to_json(), "model": model, "agent": {**OLD_AGENT, "n_step": 2, "critic_loss": "huber"},
+            "max_seq_len": 4}  # fmt: skip
+    save_weights(tmp_path / "old.safetensors", agent.policy_state_dict(), {k: json.dumps(v) for k, v in meta.items()})
+    loaded = agent_from_weights(tmp_path / "old.safetensors", meta)
+    assert loaded.cfg.targets.n_step == 2 and loaded.cfg.critic.loss == "huber"

@@ -7,8 +7,8 @@ import torch
 from unit.data.learning_data import make_spec, make_store
 
 from amago_pipe.agents.agent import Agent
+from amago_pipe.config.agent import AgentConfig, TargetsConfig
 from amago_pipe.config.nets import ActorHeadConfig, CriticHeadConfig, FFTstepConfig, GruConfig, ModelConfig
-from amago_pipe.config.train import AgentConfig
 from amago_pipe.data.loader import BatchLoader
 from amago_pipe.testing.recall import MEMORY_RECIPE
 
@@ -34,12 +34,12 @@ def test_update_is_finite_trains_every_part_and_acts(
 ) -> None:
     kind, actor, critic = CASES[case]
     torch.manual_seed(0)
+    recipe = MEMORY_RECIPE if memory_recipe else {"critic": {}, "targets": {}}  # its blocks, and nothing else
     cfg = AgentConfig(
         actor=ActorHeadConfig(d_hidden=16, **actor),  # type: ignore[arg-type]
-        critic=CriticHeadConfig(d_hidden=16, num_critics=2, **critic),  # type: ignore[arg-type]
-        n_step=n_step,
+        critic=CriticHeadConfig(d_hidden=16, num_critics=2, **critic, **recipe["critic"]),  # type: ignore[arg-type]
+        targets=TargetsConfig(n_step=n_step, **recipe["targets"]),  # Python builds tree_backup at n_step 1 too
         reward_multiplier=10.0,
-        **(MEMORY_RECIPE if memory_recipe else {}),
     )
     spec = make_spec(kind)
     agent = Agent(spec, TINY, cfg, max_seq_len=6)
@@ -60,7 +60,9 @@ def test_n_step_changes_the_critic_targets(tmp_path_factory) -> None:
     losses = []
     for n_step in (1, 3):
         torch.manual_seed(0)
-        cfg = AgentConfig(critic=CriticHeadConfig(d_hidden=16), n_step=n_step, reward_multiplier=10.0)
+        cfg = AgentConfig(
+            critic=CriticHeadConfig(d_hidden=16), targets=TargetsConfig(n_step=n_step), reward_multiplier=10.0
+        )
         losses.append(Agent(make_spec("discrete"), TINY, cfg, max_seq_len=6)(batch)[1]["td_target_mean"])
     assert not torch.allclose(losses[0], losses[1])
 
@@ -73,9 +75,8 @@ def test_tree_backup_changes_n_step_targets_of_discrete_kinds(tmp_path_factory, 
 
     def target_mean(n_step: int, correction: str) -> torch.Tensor:
         torch.manual_seed(0)
-        cfg = AgentConfig(
-            critic=CriticHeadConfig(d_hidden=16), n_step=n_step, nstep_correction=correction, reward_multiplier=10.0
-        )  # type: ignore[arg-type]
+        targets = TargetsConfig(n_step=n_step, correction=correction)  # type: ignore[arg-type]
+        cfg = AgentConfig(critic=CriticHeadConfig(d_hidden=16), targets=targets, reward_multiplier=10.0)
         return Agent(make_spec(kind), TINY, cfg, max_seq_len=6)(batch)[1]["td_target_mean"]
 
     assert not torch.allclose(target_mean(3, "none"), target_mean(3, "tree_backup"))

@@ -7,11 +7,12 @@ import pytest
 import torch
 from unit.data.learning_data import make_spec, make_store
 
-from amago_pipe.agents import agent as agent_module
+from amago_pipe.agents import filters as filters_module
 from amago_pipe.agents.agent import Agent
 from amago_pipe.agents.multitask import MultiTaskAgent
 from amago_pipe.agents.policy import AgentPolicy
 from amago_pipe.agents.terms import terms as terms_of
+from amago_pipe.config.agent import AgentConfig, ExpFilterConfig, MultiTaskConfig
 from amago_pipe.config.nets import (
     ActorHeadConfig,
     CriticHeadConfig,
@@ -19,7 +20,6 @@ from amago_pipe.config.nets import (
     ModelConfig,
     TransformerConfig,
 )
-from amago_pipe.config.train import AgentConfig, MultiTaskConfig
 from amago_pipe.data.loader import BatchLoader
 from amago_pipe.errors import ConfigError
 
@@ -220,11 +220,11 @@ def test_filter_scale_max_reaches_the_filter(batches, monkeypatch: pytest.Monkey
         seen.append(advantage)
         return torch.ones_like(advantage)
 
-    monkeypatch.setattr(agent_module, "bc_filter", spy)
+    monkeypatch.setattr(filters_module, "bc_filter", spy)
     scaled = {}
     for cap in (None, 10.0):
         torch.manual_seed(0)
-        agent = _agent("discrete", "agent", filter_scale_max=cap)
+        agent = _agent("discrete", "agent", filter=ExpFilterConfig(scale_max=cap))
         agent.popart.updates.fill_(10.0)  # past the first batch, which would reset the statistics
         agent.popart.nu.fill_(1600.0)  # sigma = 40 (mu = 0)
         agent(batches["discrete"])

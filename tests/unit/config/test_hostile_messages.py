@@ -114,36 +114,69 @@ def test_protected_partition_is_never_bounded(tmp_path: Path, settings: str, mes
     ("agent", "message"),
     [
         (
-            "{type: agent, fbc_filter: binary, filter_beta: 3.0}",
-            r"stages\.train\.agent\.filter_beta: has no effect with fbc_filter: binary \(only the exp filter reads "
-            r"it\); remove filter_beta or set fbc_filter: exp",
+            "{type: agent, filter: {type: binary, beta: 3.0}}",
+            r"stages\.train\.agent\.filter\.beta: unknown key 'beta' for bc_filter \(allowed: type\)",
         ),
         (
-            "{type: agent, leak_slope: 0.2}",
-            r"stages\.train\.agent\.leak_slope: has no effect with fbc_filter: exp \(only the leaky filter",
+            "{type: agent, filter: {type: exp, slope: 0.2}}",
+            r"stages\.train\.agent\.filter\.slope: unknown key 'slope' for bc_filter \(allowed: type, beta, max_weight,",
         ),
         (
-            "{type: multitask, fbc_filter: leaky, filter_max_weight: 5}",
-            r"stages\.train\.agent\.filter_max_weight: has no effect with fbc_filter: leaky",
+            "{type: agent, targets: {correction: tree_backup, n_step: 1}}",
+            r"stages\.train\.agent\.targets\.correction: tree_backup has no effect with n_step: 1 .*"
+            r"set n_step above 1 or remove correction",
         ),
         (
-            "{type: agent, nstep_correction: tree_backup, n_step: 1}",
-            r"stages\.train\.agent\.nstep_correction: tree_backup has no effect with n_step: 1 .*"
-            r"set n_step above 1 or remove nstep_correction",
+            "{type: multitask, critic: {output: bins, loss: huber}}",
+            r"stages\.train\.agent\.critic\.loss: huber has no effect with output: bins",
         ),
     ],
-    ids=["beta with binary", "leak with exp", "max weight with leaky", "tree backup at n_step 1"],
+    ids=["beta with binary", "slope with exp", "tree backup at n_step 1", "huber with bins"],
 )
 def test_agent_fields_the_options_ignore_are_refused(tmp_path: Path, agent: str, message: str):
     with pytest.raises(ConfigError, match=message):
         _load(tmp_path, f"{HEAD}{TRAIN}    agent: {agent}\n")
 
 
-def test_agent_restating_a_default_takes_a_set_of_the_option(tmp_path: Path):
-    """`filter_beta: 1.0` is the default: switching the filter with --set must not need editing the file."""
-    text = f"{HEAD}{TRAIN}    agent: {{type: agent, fbc_filter: exp, filter_beta: 1.0}}\n"
-    loaded = _load(tmp_path, text, ("stages.train.agent.fbc_filter=binary",))
-    assert loaded.config.stages["train"].agent.fbc_filter == "binary"
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        ("{type: agent, filter_beta: 2}", r"agent\.filter_beta: moved: write agent\.filter: \{type: exp, beta: 2\}"),
+        ("{type: agent, fbc_filter: binary}", r"agent\.fbc_filter: moved: write agent\.filter: \{type: binary\}"),
+        (
+            "{type: agent, leak_slope: 0.2}",
+            r"agent\.leak_slope: moved: write agent\.filter: \{type: leaky, slope: 0\.2\}",
+        ),
+        (
+            "{type: agent, n_step: 4, nstep_correction: tree_backup}",
+            r"agent\.n_step: moved: write agent\.targets: \{n_step: 4, correction: tree_backup\}",
+        ),
+        ("{type: agent, td_reduce: min}", r"agent\.td_reduce: moved: write agent\.targets: \{reduce: min\}"),
+        (
+            "{type: agent, critic: {num_critics: 2}, critic_loss: huber}",
+            r"agent\.critic_loss: moved: write agent\.critic: \{num_critics: 2, loss: huber\}",
+        ),
+        ("{type: multitask, value_samples: 5}", r"agent\.value_samples: moved: write agent\.samples: \{value: 5\}"),
+    ],
+    ids=["filter_beta", "fbc_filter", "leak_slope", "n_step", "td_reduce", "critic_loss", "value_samples"],
+)
+def test_old_flat_agent_keys_are_refused_with_their_new_form(tmp_path: Path, agent: str, message: str):
+    with pytest.raises(
+        ConfigError, match=rf"^\S*p\.yaml:\d+: stages\.train\.{message} \(CHANGELOG\.md, upgrade notes\)"
+    ):
+        _load(tmp_path, f"{HEAD}{TRAIN}    agent: {agent}\n")
+
+
+def test_old_flat_agent_key_in_a_set_is_refused_with_its_new_form(tmp_path: Path):
+    with pytest.raises(ConfigError, match=r"stages\.train\.agent\.n_step: moved: write agent\.targets: \{n_step: 3\}"):
+        _load(tmp_path, f"{HEAD}{TRAIN}    agent: {{type: agent}}\n", ("stages.train.agent.n_step=3",))
+
+
+def test_agent_filter_switches_type_with_a_set_of_the_block(tmp_path: Path):
+    """The filter is a typed block: `--set` of the whole block switches it (its fields belong to its type)."""
+    text = f"{HEAD}{TRAIN}    agent: {{type: agent, filter: {{type: exp, beta: 2.0}}}}\n"
+    loaded = _load(tmp_path, text, ("stages.train.agent.filter={type: leaky, slope: 0.3}",))
+    assert loaded.config.stages["train"].agent.filter.slope == 0.3
 
 
 def test_set_creates_a_missing_section(tmp_path: Path):
@@ -187,13 +220,13 @@ def test_set_that_cannot_apply_says_why(tmp_path: Path, override: str, message: 
 
 def test_set_through_a_yaml_anchor_changes_one_stage(tmp_path: Path):
     text = (
-        f"{HEAD}stages:\n  a: &train\n    type: train\n    epochs: 2\n    agent: &agent {{type: agent, n_step: 3}}\n"
+        f"{HEAD}stages:\n  a: &train\n    type: train\n    epochs: 2\n    agent: &agent {{type: agent, targets: {{n_step: 3}}}}\n"
         "  b: *train\n  c:\n    type: train\n    agent: *agent\n"
     )
-    loaded = _load(tmp_path, text, ("stages.b.epochs=7", "stages.c.agent.n_step=5"))
+    loaded = _load(tmp_path, text, ("stages.b.epochs=7", "stages.c.agent.targets.n_step=5"))
     stages = loaded.config.stages
-    assert [(s.epochs, s.agent.n_step) for s in stages.values()] == [(2, 3), (7, 3), (20, 5)]
-    assert loaded.data["stages"]["a"]["agent"]["n_step"] == 3
+    assert [(s.epochs, s.agent.targets.n_step) for s in stages.values()] == [(2, 3), (7, 3), (20, 5)]
+    assert loaded.data["stages"]["a"]["agent"]["targets"]["n_step"] == 3
 
 
 @pytest.mark.parametrize(

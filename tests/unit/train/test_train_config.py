@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from amago_pipe.config import auto
 from amago_pipe.config.build import build_strict
 from amago_pipe.config.evaluate import EvaluateStageConfig
 from amago_pipe.config.loader import load_pipeline
@@ -64,16 +65,16 @@ def test_defaults_and_agent_types(tmp_path: Path) -> None:
             r"the multitask agent needs `critic: {output: bins}`",
         ),
         (
-            "    agent: {type: agent, fbc_filter: soft}",
-            r"stages.train.agent.fbc_filter: expected one of 'binary', 'exp', 'leaky'",
+            "    agent: {type: agent, filter: {type: soft}}",
+            r"stages.train.agent.filter.type: unknown bc_filter 'soft' \(known: binary, exp, leaky\)",
         ),
         (
-            "    agent: {type: agent, filter_scale_max: 0}",
-            r"stages.train.agent.filter_scale_max: must be a positive number or null, got 0",
+            "    agent: {type: agent, filter: {type: exp, scale_max: 0}}",
+            r"stages.train.agent.filter.scale_max: must be a positive number or null, got 0",
         ),
         (
-            "    agent: {type: agent, filter_scale_max: 10, filter_normalize: true}",
-            r"stages.train.agent.filter_scale_max: has no effect with filter_normalize: true",
+            "    agent: {type: agent, filter: {type: exp, scale_max: 10, normalize: true}}",
+            r"stages.train.agent.filter.scale_max: has no effect with normalize: true",
         ),
         ("    max_seq_len: 0", r"stages.train.max_seq_len: must be at least 1, got 0"),
         ("    mixed_precision: fp16", r"stages.train.mixed_precision: expected one of 'no', 'bf16'"),
@@ -141,3 +142,29 @@ def test_model_lr_scale_auto_speeds_up_recurrent_sequence_models_only(traj: str,
         TrainStageConfig, {"type": "train", "model": {"traj_encoder": {"type": traj}}, "model_lr_scale": scale}
     )
     assert cfg.model_lr_multiplier == expected
+
+
+@pytest.mark.parametrize(
+    ("agent", "expected"),
+    [
+        ({"type": "agent"}, "min"),
+        ({"type": "agent", "online_coeff": 0.0}, "mean"),
+        ({"type": "multitask"}, "mean"),
+        ({"type": "multitask", "online_coeff": 1.0}, "mean"),  # written: `targets: {reduce: mean}` is its default
+        ({"type": "agent", "targets": {"reduce": "mean"}}, "mean"),
+    ],
+)
+def test_td_reduce_auto_is_min_while_the_policy_gradient_is_on(agent: dict[str, object], expected: str) -> None:
+    assert auto.td_reduce(build_strict(AgentConfig, agent)) == expected
+
+
+def test_every_auto_setting_is_reported_with_what_it_became() -> None:
+    cfg = build_strict(TrainStageConfig, {"type": "train", "model": {"traj_encoder": {"type": "gru"}}})
+    values = auto.resolved(cfg, reward_multiplier=2.5)
+    assert values == {"reward_multiplier": 2.5, "td_reduce": "min", "model_lr_scale": 10.0}
+    assert auto.describe(cfg, values) == "reward_multiplier 2.5 (auto), td_reduce min (auto), model_lr_scale 10 (auto)"
+    fixed = build_strict(
+        TrainStageConfig, {"type": "train", "model_lr_scale": 3, "agent": {"type": "agent", "reward_multiplier": 1}}
+    )
+    assert auto.describe(fixed, auto.resolved(fixed, reward_multiplier=1.0)).endswith("model_lr_scale 3")
+    assert auto.reward_multiplier(None) == 10.0 and auto.reward_multiplier(3.0) == 3.33
