@@ -118,13 +118,21 @@ def _check_train_options(name: str, stage: TrainStageConfig, problems: Problems)
             )
 
 
-def evaluated_train_stage(cfg: PipelineConfig, needs: Needs, name: str) -> str | None:
-    """The train stage evaluate stage `name` loads: `train_stage:`, else the one train stage among its needs."""
-    stage = cast(EvaluateStageConfig, cfg.stages[name])
-    if stage.train_stage is not None:
-        return stage.train_stage
-    trains = [d for d in needs.get(name, []) if isinstance(cfg.stages.get(d), TrainStageConfig)]
-    return trains[0] if len(trains) == 1 else None
+def train_stage_candidates(cfg: PipelineConfig, needs: Needs, name: str) -> list[str]:
+    """The train stages an evaluate or export stage `name` may load: its `train_stage:`, else the train stages
+    among its needs — for an export stage also those its upstream evaluate stages load. The one place that
+    answers "which train stage" for evaluate, export, their load-time checks and their runs."""
+    stage = cfg.stages[name]
+    ref = getattr(stage, "train_stage", None)
+    if ref is not None:
+        return [ref]
+    deps = needs.get(name, [])
+    found = [d for d in deps if isinstance(cfg.stages.get(d), TrainStageConfig)]
+    if isinstance(stage, ExportStageConfig):
+        for d in deps:
+            if isinstance(cfg.stages.get(d), EvaluateStageConfig):
+                found += [t for t in train_stage_candidates(cfg, needs, d) if t not in found]
+    return found
 
 
 def _check_evaluate(
@@ -138,7 +146,7 @@ def _check_evaluate(
         elif problem := _epoch_problem(cfg, stage.train_stage, stage.checkpoint):
             problems.add(f"{where}.checkpoint", problem)
     else:
-        trains = [d for d in deps if isinstance(cfg.stages.get(d), TrainStageConfig)]
+        trains = train_stage_candidates(cfg, needs, name)
         if len(trains) != 1:
             problems.add(
                 f"{where}.train_stage",
@@ -179,12 +187,7 @@ def _check_export(cfg: PipelineConfig, name: str, stage: ExportStageConfig, need
             problems.add(f"{where}.checkpoint", problem)
         return
     deps = needs.get(name, [])
-    found = {d for d in deps if isinstance(cfg.stages.get(d), TrainStageConfig)}
-    found |= {
-        t
-        for d in deps
-        if isinstance(cfg.stages.get(d), EvaluateStageConfig) and (t := evaluated_train_stage(cfg, needs, d))
-    }
+    found = train_stage_candidates(cfg, needs, name)
     if len(found) != 1:
         problems.add(
             f"{where}.train_stage",
@@ -192,5 +195,5 @@ def _check_export(cfg: PipelineConfig, name: str, stage: ExportStageConfig, need
             f"evaluates); found {', '.join(sorted(found)) or 'none'} (needs: {', '.join(deps) or 'none'}); set "
             "`train_stage:`",
         )
-    elif problem := _epoch_problem(cfg, next(iter(found)), stage.checkpoint):
+    elif problem := _epoch_problem(cfg, found[0], stage.checkpoint):
         problems.add(f"{where}.checkpoint", problem)

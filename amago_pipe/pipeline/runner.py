@@ -101,6 +101,7 @@ class Runner:
             pipeline=cfg,
             run_dir=self.run_dir,
             upstream={d: stage_dir(self.run_dir, d) for d in self.loaded.needs[name]},
+            needs=self.loaded.needs,
             resume=resume,
             run_id=self.run_id,
             seed=(cfg.seed * 1_000_003 + zlib.crc32(name.encode())) % 2**31,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from amago_pipe.config.pipeline import PipelineConfig
+from amago_pipe.config.stage_refs import train_stage_candidates
 from amago_pipe.config.stages import StageConfig
 from amago_pipe.errors import ConfigError, Interrupted
 from amago_pipe.pipeline.lockfile import tagged
@@ -36,6 +37,8 @@ class StageContext:
     run_dir: Path
     upstream: dict[str, Path]
     """Output folders of the stages this one `needs`, by stage name."""
+    needs: dict[str, list[str]] = field(default_factory=dict)
+    """Every stage's resolved `needs` (the pipeline's graph)."""
     resume: bool = False
     """True when a resumable stage continues its previous output in `out_dir` (interrupted, or finished
     and extended, e.g. more `epochs`)."""
@@ -63,6 +66,17 @@ class StageContext:
         """What this stage's store segments are tagged with: `<pipeline>/<stage>@<run id>` (`<pipeline>/<stage>`
         without a run id). A re-run replaces the segments of its own tag only, never another run's."""
         return tagged(f"{self.pipeline.name}/{self.name}", self.run_id)
+
+    def train_stage(self) -> str:
+        """The train stage this evaluate or export stage loads (`amago_pipe.config.stage_refs.train_stage_candidates`)."""
+        found = train_stage_candidates(self.pipeline, self.needs, self.name)
+        if len(found) != 1:  # refused when the pipeline was loaded; a hand-built context can still get here
+            raise ConfigError(
+                f"stages.{self.name}: expected one train stage upstream (found: {', '.join(found) or 'none'}); "
+                "set `train_stage:`",
+                path=f"stages.{self.name}.train_stage",
+            )
+        return found[0]
 
     def configure_store(self, store: Any) -> None:
         """Apply the pipeline's `store: {partitions: ...}` settings (e.g. a fifo capacity) to an open store."""

@@ -7,12 +7,10 @@ and returns.png in the stage folder.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from amago_pipe.config.evaluate import EvaluateStageConfig
 from amago_pipe.config.stages import seed_from
-from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.errors import ConfigError
 from amago_pipe.pipeline.evaluation_report import attempt_returns, evaluation_record, summary_markdown
 from amago_pipe.pipeline.preflight import Preflight
@@ -32,25 +30,6 @@ class EvaluateStage(Stage):
         """The env's spaces equal the training data's (with its held-out tasks, as evaluation runs them)."""
         checks.match_data(self.config.env, f"stages.{self.ctx.name}.env", held_out=True)
 
-    def train_dir(self) -> tuple[str, Path]:
-        """Name and output folder of the train stage whose policy is evaluated."""
-        cfg, ctx = self.config, self.ctx
-        where = f"stages.{ctx.name}"
-        if cfg.train_stage is not None:
-            if cfg.train_stage not in ctx.pipeline.stages:
-                raise ConfigError(
-                    f"{where}.train_stage: no stage '{cfg.train_stage}' in this pipeline", path=f"{where}.train_stage"
-                )
-            return cfg.train_stage, ctx.run_dir / "stages" / cfg.train_stage
-        trains = [n for n in ctx.upstream if isinstance(ctx.pipeline.stages[n], TrainStageConfig)]
-        if len(trains) != 1:
-            found = ", ".join(trains) or "none"
-            raise ConfigError(
-                f"{where}: expected exactly one train stage in `needs` (found: {found}); set `train_stage:`",
-                path=f"{where}.needs",
-            )
-        return trains[0], ctx.upstream[trains[0]]
-
     def run(self) -> dict[str, Any]:
         from amago_pipe.envs.stats import summarize
         from amago_pipe.train.policy_loading import load_agent, policy_path
@@ -59,7 +38,8 @@ class EvaluateStage(Stage):
 
         cfg, ctx = self.config, self.ctx
         where = f"stages.{ctx.name}"
-        train_name, train_dir = self.train_dir()
+        train_name = ctx.train_stage()
+        train_dir = ctx.run_dir / "stages" / train_name
         path = policy_path(train_dir, cfg.checkpoint, where=f"{where}.checkpoint")
         device = pick_device(cfg.device, f"{where}.device")
         agent, meta = load_agent(path, device=device)
