@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from amago_pipe.agents.agent import Agent
+from amago_pipe.config import auto
 from amago_pipe.config.online import PARTS
 from amago_pipe.config.train import TrainStageConfig
 from amago_pipe.data.loader import BatchLoader
@@ -380,6 +381,8 @@ class Learner:
             from amago_pipe.train.plots import plot_learning_curves
 
             plot_learning_curves(rows, self.out_dir / "plots")
+        autos = auto.resolved(self.cfg, reward_multiplier=float(self.agent.reward_multiplier))
+        log.info("auto settings resolved: %s", auto.describe(self.cfg, autos))
         out: dict[str, Any] = {}
         if st.best:
             out["best_val_return"] = st.best["return_mean"]
@@ -392,7 +395,7 @@ class Learner:
             epochs=st.epoch,
             steps=st.step,
             timesteps=st.timesteps,
-            reward_multiplier=float(self.agent.reward_multiplier),
+            **autos,
             train_seconds=round(st.wall_time, 2),
             updates_per_s=round(st.step / st.wall_time, 2) if st.wall_time > 0 else None,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -68,13 +69,20 @@ def store(tmp_path_factory: pytest.TempPathFactory):
     return make_store(tmp_path_factory.mktemp("store") / "s.zarr", "discrete", episodes=10)
 
 
-def test_training_writes_checkpoints_policies_and_metrics(store, tmp_path: Path) -> None:
+def test_training_writes_checkpoints_policies_and_metrics(
+    store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     out = tmp_path / "train"
-    metrics = Learner(
-        _cfg(logging=LoggingConfig(log_interval=2, plots=True)), store, out, seed=1, hooks=LearnerHooks()
-    ).run()
+    with caplog.at_level(logging.INFO, logger="amago_pipe"):
+        metrics = Learner(
+            _cfg(logging=LoggingConfig(log_interval=2, plots=True)), store, out, seed=1, hooks=LearnerHooks()
+        ).run()
     assert metrics["steps"] == 12 and metrics["epochs"] == 3 and metrics["critic_loss"] is not None
     assert metrics["reward_multiplier"] == 10.0  # `auto` on rewards of 0 and 1
+    assert metrics["td_reduce"] == "min" and metrics["model_lr_scale"] == 10.0  # `auto`: online_coeff 1, a GRU
+    assert "auto settings resolved: reward_multiplier 10 (auto), td_reduce min (auto), model_lr_scale 10 (auto)" in (
+        caplog.text
+    )
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["epoch_0002", "epoch_0003", "latest"]
     assert sorted(p.name for p in (out / "policy").iterdir()) == [
         "epoch_0002.safetensors",
