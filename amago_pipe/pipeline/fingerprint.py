@@ -4,8 +4,13 @@ in `amago_pipe.hashing`."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable
 from typing import Any
+
+from amago_pipe.config.base import to_dict
+from amago_pipe.config.build import Problems, build
+from amago_pipe.config.stages import StageConfig
 
 STAGE_LOG = "stage.log"
 """Per-stage log file; excluded from the output hash (it changes on every run)."""
@@ -37,3 +42,14 @@ def without_keys(config: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
         if isinstance(node, dict):
             node.pop(leaf, None)
     return out
+
+
+def as_read_today(config: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """A recorded `stage_config` as today's code reads it: keys added since it was recorded take their defaults
+    (which keep the old behaviour), so an upgrade alone re-runs nothing. None when it no longer loads."""
+    problems = Problems()
+    stage = build(StageConfig, copy.deepcopy(config.get("stage", {})), problems, name)
+    if problems.lines() or stage is None:
+        return None
+    data = {k: v for k, v in to_dict(stage).items() if k != "description"}
+    return dict(json.loads(json.dumps({**config, "stage": data}, default=str)))

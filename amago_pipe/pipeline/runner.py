@@ -24,7 +24,7 @@ from amago_pipe.config.loader import LoadedPipeline
 from amago_pipe.config.yaml_io import dump_yaml
 from amago_pipe.errors import AmagoPipeError, ConfigError, Interrupted, LockError, StageFailed, out_of_space
 from amago_pipe.hashing import hash_json, hash_tree
-from amago_pipe.pipeline.fingerprint import STAGE_LOG, changed_keys, without_keys
+from amago_pipe.pipeline.fingerprint import STAGE_LOG, as_read_today, changed_keys, without_keys
 from amago_pipe.pipeline.graph import FORCE_ALL, Selection, select, topological_order
 from amago_pipe.pipeline.layout import (
     check_store_placement,
@@ -134,8 +134,12 @@ class Runner:
         """Whether a recorded config has the identity of `new`'s (recomputed from the recorded keys, so records
         made before keys were left out still match)."""
         if prev.config:
-            return self.config_hash(name, prev.config) == new.config_hash
+            return self.config_hash(name, self._recorded(name, prev)) == new.config_hash
         return prev.config_hash in (new.config_hash, hash_json(new.config))
+
+    def _recorded(self, name: str, prev: StageRecord) -> dict[str, Any]:
+        """A stage's recorded config with keys added since at their defaults (as recorded if it no longer loads)."""
+        return as_read_today(prev.config, name) or prev.config
 
     def output_hash(self, stage: Stage, *, reuse: bool = False) -> str:
         """Hash of a stage's folder and external outputs; `reuse`: the folder hash of this run's planning pass."""
@@ -188,14 +192,14 @@ class Runner:
         if status == "done" and same and not inputs and not upstream:
             if self.output_hash(stage, reuse=True) != prev.output_hash:
                 return Decision(name, "run", "outputs missing or modified", new)
-            untracked = _shown_keys(prev.config, config) if prev.config else []
+            untracked = _shown_keys(self._recorded(name, prev), config) if prev.config else []
             why = (
                 f" ({', '.join(untracked)}: changes nothing it hands on; applies when it next runs)"
                 if untracked
                 else ""
             )
             return Decision(name, "skip", f"unchanged{why}", prev)
-        keys = None if not same and not prev.config else _shown_keys(prev.config, config)
+        keys = None if not same and not prev.config else _shown_keys(self._recorded(name, prev), config)
         restart = self._restart_reason(stage, status, keys, inputs, upstream)
         if restart:
             return Decision(name, "run", restart, new)

@@ -194,3 +194,19 @@ def test_signal_marks_interrupted_and_exits(tmp_path, pipeline, sig, code):
     assert "interrupted" in stderr and "Traceback" not in stderr
     assert lock(tmp_path)["b"]["status"] == "interrupted"
     assert not (tmp_path / "runs/demo/.run.lock").exists()
+
+
+def test_keys_added_since_a_record_was_made_rerun_nothing_at_their_defaults(amago, tmp_path, pipeline):
+    """An upgrade that adds config keys (at defaults that keep the old behaviour) re-runs nothing; a recorded
+    config that differs from today's once those defaults are filled in still re-runs."""
+    amago("run", "p.yaml", check=True)
+    path = tmp_path / "runs/demo/pipeline.lock.json"
+    data = json.loads(path.read_text())
+    assert data["stages"]["a"]["config"]["stage"]["needs"] is None  # a key at its default, as if added since
+    del data["stages"]["a"]["config"]["stage"]["needs"]
+    assert data["stages"]["c"]["config"]["stage"]["needs"] == ["a"]  # and one that is not
+    del data["stages"]["c"]["config"]["stage"]["needs"]
+    path.write_text(json.dumps(data))
+    out = amago("run", "p.yaml", check=True).stdout
+    assert counts(tmp_path) == {"a": 1, "b": 1, "c": 2}
+    assert "config changed (needs)" in out and out.count("unchanged") == 2
