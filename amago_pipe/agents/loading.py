@@ -13,7 +13,6 @@ from safetensors.torch import load_file
 
 from amago_pipe.agents.agent import Agent
 from amago_pipe.config.agent import AgentConfig
-from amago_pipe.config.agent_moved import upgrade_flat_agent
 from amago_pipe.config.build import Problems, build
 from amago_pipe.config.nets import ModelConfig
 from amago_pipe.errors import StoreFormatError
@@ -25,9 +24,9 @@ def agent_from_weights(path: Path, meta: dict[str, Any], *, device: str | torch.
     """The agent described by policy metadata (`spec`, `model`, `agent`, `max_seq_len`) with the policy weights of
     the safetensors file `path` (model and actor), in evaluation mode."""
     spec = DataSpec.from_json(meta["spec"])
-    problems = Problems()
+    problems = Problems(upgrade=True)  # files written before a config's keys moved still load
     model_cfg = build(ModelConfig, meta["model"], problems, "model")
-    agent_cfg = build(AgentConfig, upgrade_flat_agent(meta["agent"]), problems, "agent")  # pre-0.3 flat keys too
+    agent_cfg = build(AgentConfig, meta["agent"], problems, "agent")
     if problems.items:
         raise StoreFormatError(f"{path}: its model/agent config does not validate: {'; '.join(problems.lines())}")
     agent: Agent = agent_cfg.implementation()(spec, model_cfg, agent_cfg, max_seq_len=int(meta["max_seq_len"]))

@@ -10,7 +10,7 @@ import math
 from dataclasses import field
 from typing import Any, ClassVar, Literal
 
-from amago_pipe.config.agent_moved import moved_keys
+from amago_pipe.config.agent_moved import moved_keys, upgrade_flat_agent
 from amago_pipe.config.base import Component, config
 from amago_pipe.config.build import FieldError
 from amago_pipe.config.nets import ActorHeadConfig, CriticHeadConfig
@@ -231,8 +231,14 @@ class AgentConfig(Component):
 
     @classmethod
     def moved(cls, given: dict[str, Any]) -> dict[str, str]:
-        """`{key: problem}` for the pre-0.3 flat keys written in YAML, each with its new form (one line each)."""
+        """`{key: problem}` for the flat keys of before the typed blocks (2026-12-01) written in YAML, each with its new form (one line each)."""
         return moved_keys(given)
+
+    @classmethod
+    def upgrade(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Recorded data (a checkpoint's or policy file's metadata, a lock file) with its flat keys moved into their
+        blocks: read by the builder with `Problems(upgrade=True)`."""
+        return upgrade_flat_agent(data)
 
     @property
     def all_gammas(self) -> tuple[float, ...]:

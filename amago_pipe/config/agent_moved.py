@@ -1,5 +1,5 @@
-"""The pre-0.3 flat keys of `agent:` and the typed blocks they moved into: YAML that writes one is refused with its
-new form; the metadata of an older checkpoint or policy file is translated (`upgrade_flat_agent`).
+"""The flat keys `agent:` had before its typed blocks (2026-12-01) and the blocks they moved into: YAML that writes
+one is refused with its new form; an older checkpoint's or policy file's metadata is translated (`upgrade_flat_agent`).
 
 Config only: no torch, no click; imports nothing of the package.
 """
@@ -34,7 +34,7 @@ FILTER_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 def upgrade_flat_agent(data: dict[str, Any]) -> dict[str, Any]:
-    """`agent:` data with its pre-0.3 flat keys moved into their blocks (a new dict; `data` itself when it has none).
+    """`agent:` data with its flat keys of before the blocks moved into their blocks (a new dict; `data` itself when it has none).
 
     A block already written keeps its keys (they win over a flat key); a filter key the chosen filter type does not
     read is dropped (it had no effect). Old checkpoints' and policy files' `agent` metadata goes through this.

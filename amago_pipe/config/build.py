@@ -39,9 +39,12 @@ class FieldError(ValueError):
 class Problems:
     """Accumulates `(path, message)` problems while a config is built."""
 
-    def __init__(self, locate: Callable[[str], str] | None = None):
+    def __init__(self, locate: Callable[[str], str] | None = None, *, upgrade: bool = False):
         self.items: list[tuple[str, str]] = []
         self._locate = locate or (lambda path: "")
+        self.upgrade = upgrade
+        """Read the old forms of data an earlier version recorded (checkpoint metadata, lock files) through the
+        classes' `upgrade(data)`; off for YAML, which refuses them with the new form (`moved`)."""
 
     def add(self, path: str, message: str) -> None:
         self.items.append((path, message))
@@ -160,6 +163,9 @@ def _build_dataclass(cls: type, data: Any, problems: Problems, path: str) -> Any
     if hint:
         problems.add(path, hint)
         return None
+    upgrade = getattr(cls, "upgrade", None)
+    if problems.upgrade and upgrade is not None:
+        data = upgrade(data)
     moved = _moved(cls, data)
     if moved:  # each moved key's new form, and every other problem of the rest
         for key, message in moved.items():
@@ -317,7 +323,7 @@ def _convert_union(tp: Any, value: Any, problems: Problems, path: str) -> Any:
     if value is None and type(None) in options:
         return None
     for option in options:
-        trial = Problems()
+        trial = Problems(upgrade=problems.upgrade)
         result = convert(option, value, trial, path)
         if not trial.items:
             return result

@@ -47,7 +47,7 @@ def test_policy_files_without_image_statistics_act_as_before(tmp_path: Path) -> 
 
 
 def test_policy_files_with_the_pre_0_3_flat_agent_keys_load(tmp_path: Path) -> None:
-    """A policy file whose `agent` metadata has the flat keys of 0.2 (`fbc_filter`, `n_step`, ...) loads, its settings
+    """A policy file whose `agent` metadata has the flat keys of before the blocks (`fbc_filter`, `n_step`, ...) loads, its settings
     moved into their blocks."""
     model = {"tstep_encoder": CNN, "traj_encoder": {"type": "gru", "d_model": 16}}
     agent = build_agent(

@@ -1,8 +1,9 @@
-"""The pre-0.3 flat `agent:` keys: the metadata of older checkpoints and policy files translates to the same agent
+"""The flat `agent:` keys of before the typed blocks (2026-12-01): the metadata of older checkpoints and policy files translates to the same agent
 (`upgrade_flat_agent`), YAML is refused with the new form (tests/unit/config/test_hostile_messages.py)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -10,7 +11,9 @@ import pytest
 from amago_pipe.config.agent import AgentConfig, LeakyFilterConfig, MultiTaskConfig
 from amago_pipe.config.agent_moved import upgrade_flat_agent
 from amago_pipe.config.base import to_dict
-from amago_pipe.config.build import build_strict
+from amago_pipe.config.build import Problems, build, build_strict
+from amago_pipe.config.stages import StageConfig
+from amago_pipe.config.train import TrainStageConfig
 
 ACTOR = {"d_hidden": 256, "n_layers": 2, "activation": "leaky_relu", "dropout": 0.0,
          "continuous_dist": "tanh_gaussian", "gmm_components": 5, "log_std_min": -5.0, "log_std_max": 2.0}  # fmt: skip
@@ -25,7 +28,7 @@ OLD_AGENT: dict[str, Any] = {
     "use_target_actor": True, "actor_trains_model": True, "history_coeff": 0.3, "value_samples": 4,
     "target_samples": 1,
 }  # fmt: skip
-"""`to_dict(AgentConfig())` as 0.2 wrote it into every checkpoint and policy file."""
+"""`to_dict(AgentConfig())` as 0.2.0 wrote it, before the blocks, into every checkpoint and policy file."""
 OLD_MULTITASK: dict[str, Any] = {
     **OLD_AGENT, "type": "multitask", "critic": {**CRITIC, "output": "bins"}, "td_reduce": "mean",
     "online_coeff": 0.0, "value_samples": 3, "labels": "two_hot", "hl_sigma": 0.75,
@@ -50,3 +53,19 @@ def test_old_metadata_keeps_every_setting_in_its_block() -> None:
 def test_new_metadata_is_left_as_it_is() -> None:
     new = to_dict(AgentConfig())
     assert upgrade_flat_agent(new) is new
+
+
+def test_recorded_stage_configs_read_through_the_upgrade_while_yaml_is_refused() -> None:
+    """A train stage recorded before the blocks (a lock file's config) builds with `Problems(upgrade=True)`, as
+    today's config with the same settings; without it the old keys are refused with their new form."""
+    stage = {"type": "train", "agent": {**OLD_AGENT, "n_step": 2}}
+    problems = Problems(upgrade=True)
+    built = build(StageConfig, copy.deepcopy(stage), problems, "train")
+    assert not problems.items and built.agent.targets.n_step == 2
+    assert to_dict(built) == to_dict(
+        build_strict(TrainStageConfig, {"type": "train", "agent": {"type": "agent", "targets": {"n_step": 2}}})
+    )
+    refused = Problems()
+    assert build(StageConfig, stage, refused, "train") is None
+    moved = "train.agent.n_step: moved: write agent.targets: {num_critics_td: 2, reduce: auto, n_step: 2, correction"
+    assert any(line.startswith(moved) for line in refused.lines())
