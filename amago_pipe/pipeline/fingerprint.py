@@ -46,8 +46,9 @@ def without_keys(config: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
 
 def as_read_today(config: dict[str, Any], name: str) -> dict[str, Any] | None:
     """A recorded `stage_config` as today's code reads it: keys added since it was recorded take their defaults
-    (which keep the old behaviour), so an upgrade alone re-runs nothing. None when it no longer loads."""
-    problems = Problems()
+    (which keep the old behaviour) and keys that moved are read where they are now (`Problems(upgrade=True)`), so an
+    upgrade alone re-runs nothing. None when it no longer loads."""
+    problems = Problems(upgrade=True)
     stage = build(StageConfig, copy.deepcopy(config.get("stage", {})), problems, name)
     if problems.lines() or stage is None:
         return None

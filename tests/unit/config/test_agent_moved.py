@@ -69,3 +69,17 @@ def test_recorded_stage_configs_read_through_the_upgrade_while_yaml_is_refused()
     assert build(StageConfig, stage, refused, "train") is None
     moved = "train.agent.n_step: moved: write agent.targets: {num_critics_td: 2, reduce: auto, n_step: 2, correction"
     assert any(line.startswith(moved) for line in refused.lines())
+
+
+def test_a_train_stage_recorded_before_the_blocks_is_unchanged_today() -> None:
+    """The lock file's recorded config of a train stage with the flat keys reads as today's (`as_read_today`), so
+    the upgrade re-runs nothing."""
+    from amago_pipe.pipeline.fingerprint import as_read_today
+
+    old = {"stage": {"type": "train", "agent": {**OLD_AGENT, "n_step": 2}}, "store": "s.zarr", "seed": 0}
+    new = {
+        "stage": {"type": "train", "agent": {"type": "agent", "targets": {"n_step": 2}}},
+        "store": "s.zarr",
+        "seed": 0,
+    }
+    assert as_read_today(old, "train") == as_read_today(new, "train") is not None
