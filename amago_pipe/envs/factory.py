@@ -14,6 +14,8 @@ import numpy as np
 
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.config.transforms import WrapperConfig
+from amago_pipe.envs.namespaces import register_namespace
+from amago_pipe.envs.plugins import call_for_env
 from amago_pipe.errors import AmagoPipeError, ConfigError, DataError
 from amago_pipe.registry import import_path
 from amago_pipe.spec import flatten_obs, flatten_space, text_keys
@@ -25,8 +27,6 @@ ENV_ERROR = "amago_pipe/env_error"
 """`info` key set on the step where an env failed under `on_error: skip` (its episode is discarded)."""
 MAX_ENV_ERRORS = 10
 """Failures of one env tolerated under `on_error: skip` before the run stops."""
-BUILTIN_NAMESPACE = "amago_pipe"
-"""Ids `amago_pipe/...` are the built-in envs of `amago_pipe.envs.builtin`, registered on first use."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class EnvFactory:
         if self.max_episode_steps is not None:
             extra["max_episode_steps"] = self.max_episode_steps
         if self.id is not None:
-            self._register_namespace(self.id)
+            register_namespace(self.id)
             try:
                 env = gym.make_vec(self.id, num_envs=n, vectorization_mode="vector_entry_point", **self.kwargs, **extra)
             except (gym.error.Error, TypeError, ValueError) as e:
@@ -163,26 +163,6 @@ class EnvFactory:
             env = gym.wrappers.TimeLimit(env, max_episode_steps=self._inner_limit)
         return env
 
-    @staticmethod
-    def _register_namespace(env_id: str) -> None:
-        """Register amago-pipe's built-in or POPGym ids when `env_id` names one (idempotent)."""
-        if env_id.startswith(f"{BUILTIN_NAMESPACE}/"):
-            from amago_pipe.envs.builtin import register_builtin_envs
-
-            register_builtin_envs()
-        elif env_id.startswith("popgym/"):
-            from amago_pipe.envs.popgym import register_popgym_envs
-
-            register_popgym_envs()  # MissingDependencyError with the install hint without popgym
-        elif env_id.startswith("gymnax/"):
-            from amago_pipe.envs.gymnax import register_gymnax_envs
-
-            register_gymnax_envs()
-        elif env_id.startswith("ALE/"):
-            from amago_pipe.envs.transforms_atari import require_ale
-
-            require_ale(f"id '{env_id}'")  # MissingDependencyError with the install hint without ale-py
-
     def _make_registered(self, env_id: str) -> gym.Env:
         if env_id.startswith("gymnax/"):
             raise ConfigError(
@@ -193,7 +173,7 @@ class EnvFactory:
         extra: dict[str, Any] = {}
         if self._inner_limit is not None:
             extra["max_episode_steps"] = self._inner_limit
-        self._register_namespace(env_id)
+        register_namespace(env_id)
         if self.wrappers:
             from amago_pipe.envs.transforms import wrappers_where
             from amago_pipe.envs.transforms_atari import make_kwargs
@@ -213,21 +193,6 @@ class EnvFactory:
                 f"{self.where}.kwargs: gymnasium env '{env_id}' rejected kwargs {sorted(self.kwargs)} ({e})",
                 path=f"{self.where}.kwargs",
             ) from e
-
-
-def call_for_env(
-    fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, name: str, at: str, kwargs_at: str, hint: str
-) -> gym.Env:  # type: ignore[type-arg]
-    """`fn(*args, **kwargs)` (an env factory, or a wrapper plugin given the env), which must return a gymnasium.Env;
-    ConfigError naming `at` (the path `kwargs_at` when the call's arguments do not fit its signature)."""
-    try:
-        env = fn(*args, **kwargs)
-    except TypeError as e:
-        given = f"{'the env and ' if args else ''}kwargs {sorted(kwargs)}"
-        raise ConfigError(f"{at}: calling '{name}' with {given} failed ({e}); {hint}", path=kwargs_at) from e
-    if not isinstance(env, gym.Env):
-        raise ConfigError(f"{at}: '{name}' returned {type(env).__name__}, expected a gymnasium.Env", path=at)
-    return env
 
 
 def check_observation_space(space: Any, *, where: str, env_name: str) -> None:

@@ -21,7 +21,7 @@ from amago_pipe.config.transforms import (
     ResizeConfig,
     WrapperConfig,
 )
-from amago_pipe.envs.factory import call_for_env
+from amago_pipe.envs.plugins import call_for_env
 from amago_pipe.errors import ConfigError
 from amago_pipe.registry import import_path
 

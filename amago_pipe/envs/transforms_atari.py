@@ -20,6 +20,11 @@ NAMESPACE = "ALE/"
 """gymnasium namespace of ale-py's env ids (`ALE/Pong-v5`); its v4 ids (`PongNoFrameskip-v4`) have none."""
 
 
+def register_ale_envs() -> None:
+    """Register ale-py's `ALE/...` ids with gymnasium (the `ALE` entry of `amago_pipe.envs.namespaces`)."""
+    require_ale("env.id (an ALE/... id)")
+
+
 def require_ale(where: str) -> Any:
     """The `ale_py` module (importing it registers the ALE ids with gymnasium); MissingDependencyError otherwise."""
     try:

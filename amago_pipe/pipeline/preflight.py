@@ -21,10 +21,11 @@ from amago_pipe.config.convert import ConvertStageConfig
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.config.pipeline import PipelineConfig
 from amago_pipe.config.train import TrainStageConfig
+from amago_pipe.envs.namespaces import BUILTIN_NAMESPACE, ENV_NAMESPACES, register_namespace
 from amago_pipe.errors import AmagoPipeError, ConfigError, DataError, MissingDependencyError, did_you_mean
 from amago_pipe.spec import DataSpec, describe_transforms, transforms_differ
 
-OPTIONAL_NAMESPACES = ("popgym/", "gymnax/", "ALE/")
+OPTIONAL_NAMESPACES = tuple(f"{n}/" for n in ENV_NAMESPACES.names() if n != BUILTIN_NAMESPACE)
 """Env id namespaces registered by optional packages: `validate` leaves them (and `module:Id` ids) to `plan`."""
 SAME_SPACES = "use an env with the data's observation and action spaces (the one the data came from), or other data"
 
@@ -58,8 +59,6 @@ def env_id_problem(env_id: str, *, imports: bool) -> str:
     import gymnasium as gym
     from gymnasium.envs.registration import find_highest_version, parse_env_id
 
-    from amago_pipe.envs.factory import EnvFactory
-
     module, _, name = env_id.rpartition(":")
     if not imports and (module or name.startswith(OPTIONAL_NAMESPACES)):
         return ""
@@ -68,7 +67,7 @@ def env_id_problem(env_id: str, *, imports: bool) -> str:
             importlib.import_module(module)
         except ImportError as e:
             return f"cannot import '{module}', the module that registers '{name}' ({e}); install it or fix the id"
-    EnvFactory._register_namespace(name)  # MissingDependencyError (with the install) when its package is missing
+    register_namespace(name)  # MissingDependencyError (with the install) when its package is missing
     if name in gym.registry:
         return ""
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 from amago_pipe.envs.builtin.kshot import KShot, kshot
-from amago_pipe.envs.factory import BUILTIN_NAMESPACE as NAMESPACE
+from amago_pipe.envs.namespaces import BUILTIN_NAMESPACE as NAMESPACE
 
 BUILTIN_ENVS: dict[str, str] = {
     f"{NAMESPACE}/TMaze-v0": "amago_pipe.envs.builtin.tmaze:TMaze",

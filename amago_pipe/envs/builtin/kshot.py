@@ -158,9 +158,9 @@ def kshot(
     Use as `env: {factory: amago_pipe.envs.builtin:kshot, kwargs: {env_id: CartPole-v1, k: 3}}`;
     `max_episode_steps` is the time limit of each attempt (default: the env's registered limit).
     """
-    from amago_pipe.envs.builtin import register_builtin_envs  # the package's __init__ imports this module
+    from amago_pipe.envs.namespaces import register_namespace
 
-    register_builtin_envs()  # so `env_id` may be a built-in `amago_pipe/...` id
+    register_namespace(env_id)  # so `env_id` may be a built-in `amago_pipe/...` (or POPGym, ...) id
     extra: dict[str, Any] = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
     try:
         inner = gym.make(env_id, **(kwargs or {}), **extra)
