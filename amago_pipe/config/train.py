@@ -9,7 +9,6 @@ import math
 from dataclasses import field
 from typing import ClassVar, Literal
 
-from amago_pipe.config import auto
 from amago_pipe.config.agent import AgentConfig, MultiTaskConfig, at_least
 from amago_pipe.config.base import config
 from amago_pipe.config.build import FieldError
@@ -165,11 +164,6 @@ class TrainStageConfig(StageConfig):
         if self.model_lr_scale != "auto" and not (0.0 < self.model_lr_scale <= 100.0):  # NaN fails too
             raise FieldError("model_lr_scale", f"must be 'auto' or in (0, 100], got {self.model_lr_scale}")
         _check_online(self)
-
-    @property
-    def model_lr_multiplier(self) -> float:
-        """`model_lr_scale` resolved (`amago_pipe.config.auto.model_lr_scale`)."""
-        return auto.model_lr_scale(self)
 
     def weights_at(self, epoch: int) -> dict[str, float]:
         """Partition mixture weights of `epoch` (0-based): the last schedule phase started by then, else `partitions`."""

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from amago_pipe.agents.terms import discrete_terms
+from amago_pipe.config import auto
 from amago_pipe.config.build import build_strict
 from amago_pipe.config.envs import EnvConfig
 from amago_pipe.config.policies import RandomPolicyConfig
@@ -217,7 +218,7 @@ def _fit(
     if cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)  # as the learner does: oversubscribed threads are ~30x slower here
     opt = make_optimizer(
-        trained, lr=cfg.lr, weight_decay=cfg.weight_decay, scaled=("model.",), scale=cfg.model_lr_multiplier
+        trained, lr=cfg.lr, weight_decay=cfg.weight_decay, scaled=("model.",), scale=auto.model_lr_scale(cfg)
     )
     loader = BatchLoader(store, batch_size=cfg.batch_size, seq_len=cfg.max_seq_len, partitions={"protected": 1.0},
                          seed=run.seed, threaded=False)  # fmt: skip

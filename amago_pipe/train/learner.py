@@ -72,7 +72,7 @@ class Learner:
             lr=cfg.lr,
             weight_decay=cfg.weight_decay,
             scaled=self.agent.SEQUENCE_MODEL_PARAMS,
-            scale=cfg.model_lr_multiplier,
+            scale=auto.model_lr_scale(cfg),
         )
         self.state = ckpt.TrainingState()
         self.ckpt_dir = self.out_dir / "checkpoints"
@@ -383,19 +383,15 @@ class Learner:
             plot_learning_curves(rows, self.out_dir / "plots")
         autos = auto.resolved(self.cfg, reward_multiplier=float(self.agent.reward_multiplier))
         log.info("auto settings resolved: %s", auto.describe(self.cfg, autos))
-        out: dict[str, Any] = {}
-        if st.best:
-            out["best_val_return"] = st.best["return_mean"]
-            out["best_epoch"] = st.best["epoch"]
+        out: dict[str, Any] = (
+            {"best_val_return": st.best["return_mean"], "best_epoch": st.best["epoch"]} if st.best else {}
+        )
         if st.epoch < self.cfg.epochs:
             out["stopped_early"] = st.epoch
         out.update(
             critic_loss=last.get("train/critic_loss"),
             actor_loss=last.get("train/actor_loss"),
-            epochs=st.epoch,
-            steps=st.step,
-            timesteps=st.timesteps,
-            **autos,
+            **{"epochs": st.epoch, "steps": st.step, "timesteps": st.timesteps, **autos},
             train_seconds=round(st.wall_time, 2),
             updates_per_s=round(st.step / st.wall_time, 2) if st.wall_time > 0 else None,
         )

@@ -141,7 +141,7 @@ def test_model_lr_scale_auto_speeds_up_recurrent_sequence_models_only(traj: str,
     cfg = build_strict(
         TrainStageConfig, {"type": "train", "model": {"traj_encoder": {"type": traj}}, "model_lr_scale": scale}
     )
-    assert cfg.model_lr_multiplier == expected
+    assert auto.model_lr_scale(cfg) == expected
 
 
 @pytest.mark.parametrize(
