@@ -1,10 +1,14 @@
-"""Trajectory store throughput: windows/s (store vs one .npz per episode vs in-RAM numpy), appends, bytes on disk.
+"""Trajectory store at scale: windows/s and peak RSS at data/RAM-budget ratios, beside AMAGO's one .npz per episode.
 
-One run, same data: 1M transitions of 17-dim float32 observations and 6-dim actions in ~1000-step episodes,
-plus an 84x84x3 uint8 image variant at 100k transitions; batches of 24 windows of 128 steps. Also measures
-sampling while 2 writer processes append. `--quick` shrinks every size 10x. Prints a markdown table.
+Data: 17-dim float32 vector observations (6-dim actions), and 84x84x4 uint8 frame stacks (6 discrete actions),
+in 800-1,200-step episodes written straight into a store with its writer (lz4). For every ratio data/`cache_bytes`
+a fresh worker process opens the store, warms it (`store.warm()`: RAM cache filled, disk-tier files built or
+reused) and samples batches of 24 windows of 128 steps; it reports windows per CPU-second and per wall second and
+its RSS from /proc/self/status (VmHWM, and RssAnon / RssFile at the end). Baselines, each in its own process: one
+uncompressed .npz per episode (a window = np.load the file and slice, as AMAGO), and every episode in RAM (one
+np.take per field: the in-RAM limit). Prints a markdown table.
 
-    python benchmarks/bench_store.py [--quick] [--dir /tmp/bench] [--skip-images]
+    python benchmarks/bench_store.py [--quick] [--dir /tmp/bench] [--vector-steps N] [--image-frames N ...]
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +31,10 @@ from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
 from amago_pipe.store import Episode, TrajectoryStore
 
 BATCH, SEQ_LEN = 24, 128
-NOISE = np.random.default_rng(123).integers(-8, 9, (97, 84, 84, 3)).astype(np.int16)
+RATIOS = (0.25, 1.0, 4.0, 8.0)
+TEXTURES = np.kron(np.random.default_rng(7).integers(0, 8, (16, 11, 11)), np.ones((1, 8, 8))).astype(np.uint8)[
+    :, :84, :84
+] * np.uint8(24)  # (16, 84, 84) blocky grey backgrounds
 
 
 def vector_spec() -> DataSpec:
@@ -37,16 +44,18 @@ def vector_spec() -> DataSpec:
 
 
 def image_spec() -> DataSpec:
-    return DataSpec({"pixels": ArraySpec((84, 84, 3), "uint8")}, ActionSpec("discrete", (), n=6))
+    return DataSpec({"pixels": ArraySpec((84, 84, 4), "uint8")}, ActionSpec("discrete", (), n=6))
 
 
 def make_episode(spec: DataSpec, length: int, rng: np.random.Generator) -> Episode:
-    """Data shaped like real rollouts: smooth (random-walk) states, smooth images with noise."""
+    """Vector: smooth random-walk states. Images: Atari-like grey frames (a textured background, a moving 8x8
+    sprite), stacked 4 deep as the agent sees them."""
     if "pixels" in spec.observations:
-        base = rng.integers(0, 255, (1, 84, 84, 3)).astype(np.int16)
-        drift = np.cumsum(rng.integers(-2, 3, (length + 1, 1, 1, 1)), axis=0)
-        noise = NOISE[np.arange(length + 1) % len(NOISE)]  # (T+1, 84, 84, 3) sensor-like noise, from a bank
-        obs = {"pixels": np.clip(base + drift + noise, 0, 255).astype(np.uint8)}  # (T+1, 84, 84, 3)
+        frames = np.repeat(TEXTURES[rng.integers(len(TEXTURES))][None], length + 4, axis=0)  # (T+4, 84, 84)
+        pos = np.cumsum(rng.integers(-2, 3, (length + 4, 2)), axis=0) % 76  # (T+4, 2) sprite corner
+        t = np.arange(length + 4)[:, None, None]
+        frames[t, pos[:, :1, None] + np.arange(8)[:, None], pos[:, 1:, None] + np.arange(8)] = 255
+        obs = {"pixels": np.stack([frames[k : k + length + 1] for k in range(4)], axis=-1)}  # (T+1, 84, 84, 4)
         actions = rng.integers(0, 6, length)
     else:
         obs = {"observation": np.cumsum(rng.standard_normal((length + 1, 17)) * 0.05, axis=0).astype(np.float32)}
@@ -62,45 +71,53 @@ def make_episode(spec: DataSpec, length: int, rng: np.random.Generator) -> Episo
     )
 
 
-def make_episodes(spec: DataSpec, total: int, seed: int = 0) -> list[Episode]:
+def episodes(spec: DataSpec, total: int, seed: int = 0) -> Iterator[Episode]:
+    """The same episodes for the same seed, made one at a time (a million frames do not fit in RAM)."""
     rng = np.random.default_rng(seed)
-    episodes, steps = [], 0
+    steps = 0
     while steps < total:
         length = min(int(rng.integers(800, 1201)), total - steps)
-        episodes.append(make_episode(spec, length, rng))
+        yield make_episode(spec, length, rng)
         steps += length
-    return episodes
 
 
-def rate(fn: Callable[[], object], min_seconds: float, min_calls: int = 3) -> float:
-    """Calls per second of `fn` over at least `min_seconds` (after one warm-up call)."""
-    fn()
-    calls, start = 0, time.perf_counter()
-    while calls < min_calls or time.perf_counter() - start < min_seconds:
+def memory() -> dict[str, float]:
+    """MB of VmRSS, VmHWM (peak), RssAnon and RssFile of this process."""
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
+                out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def rates(fn: Callable[[], object], seconds: float, min_calls: int = 3) -> tuple[float, float]:
+    """(windows per CPU-second of this process, windows per wall second) of batches from `fn`."""
+    calls, cpu0, wall0 = 0, time.process_time(), time.perf_counter()
+    while calls < min_calls or time.perf_counter() - wall0 < seconds:
         fn()
         calls += 1
-    return calls / (time.perf_counter() - start)
+    return calls * BATCH / (time.process_time() - cpu0), calls * BATCH / (time.perf_counter() - wall0)
 
 
-# ---------------------------------------------------------------- baselines
+# ---------------------------------------------------------------- baselines (run in worker processes)
 
 
 class NpzPerEpisode:
     """AMAGO's layout: one uncompressed .npz per episode; a window = pick a file, np.load it, slice."""
 
-    def __init__(self, root: Path, episodes: list[Episode]):
-        root.mkdir(parents=True, exist_ok=True)
-        for i, ep in enumerate(episodes):
-            np.savez(
-                root / f"ep_{i:06d}.npz",
-                **{f"obs_{k}": v for k, v in ep.obs.items()},
-                actions=ep.actions,
-                rewards=ep.rewards,
-                terminated=ep.terminated,
-                truncated=ep.truncated,
-            )
+    def __init__(self, root: Path):
         self.files = sorted(root.iterdir())
         self.rng = np.random.default_rng(0)
+
+    @staticmethod
+    def write(root: Path, eps: Iterator[Episode]) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        for i, ep in enumerate(eps):
+            arrays = {f"obs_{k}": v for k, v in ep.obs.items()}
+            np.savez(root / f"ep_{i:06d}.npz", **arrays, actions=ep.actions, rewards=ep.rewards,
+                     terminated=ep.terminated, truncated=ep.truncated)  # fmt: skip
 
     def window(self) -> dict[str, np.ndarray]:
         path = self.files[self.rng.integers(len(self.files))]
@@ -115,215 +132,178 @@ class NpzPerEpisode:
 
 
 class InRam:
-    """The limit: every episode concatenated in RAM, windows gathered with one np.take per array.
+    """The limit: every episode concatenated in RAM, windows gathered with one np.take per array (the fields of a
+    WindowBatch: obs, actions, rewards, terminated, truncated, mask, time, previous action and reward)."""
 
-    `batch()` returns what a WindowBatch holds (obs, actions, rewards, terminated, truncated, mask, time,
-    previous action and reward); `batch_minimal()` only obs, actions, rewards, dones and mask.
-    """
-
-    def __init__(self, episodes: list[Episode]):
-        self.lengths = np.asarray([ep.length for ep in episodes])
+    def __init__(self, eps: Iterator[Episode]):
+        obs: dict[str, list[np.ndarray]] = {}
+        steps: dict[str, list[np.ndarray]] = {k: [] for k in ("actions", "rewards", "terminated", "truncated")}
+        lengths = []
+        for ep in eps:
+            lengths.append(ep.length)
+            for k, v in ep.obs.items():
+                obs.setdefault(k, []).append(v)
+            for k, parts in steps.items():
+                parts.append(getattr(ep, k))
+        self.lengths = np.asarray(lengths)
         self.obs_off = np.concatenate([[0], np.cumsum(self.lengths + 1)[:-1]])
         self.act_off = np.concatenate([[0], np.cumsum(self.lengths)[:-1]])
-        self.obs = {k: np.concatenate([ep.obs[k] for ep in episodes]) for k in episodes[0].obs}
-        self.actions = np.concatenate([ep.actions for ep in episodes])
-        self.rewards = np.concatenate([ep.rewards for ep in episodes])
-        self.terminated = np.concatenate([ep.terminated for ep in episodes])
-        self.truncated = np.concatenate([ep.truncated for ep in episodes])
-        counts = np.maximum(self.lengths - SEQ_LEN + 1, 1)
-        self.counts, self.cum = counts, np.cumsum(counts)
+        self.obs = {k: np.concatenate(v) for k, v in obs.items()}
+        self.steps = {k: np.concatenate(v) for k, v in steps.items()}
+        self.counts = np.maximum(self.lengths - SEQ_LEN + 1, 1)
+        self.cum = np.cumsum(self.counts)
         self.ar = np.arange(SEQ_LEN + 1)
         self.rng = np.random.default_rng(0)
 
-    def _rows(self) -> tuple[np.ndarray, ...]:
+    def batch(self) -> dict[str, np.ndarray]:
         g = self.rng.integers(0, self.cum[-1], BATCH)
         ep = np.searchsorted(self.cum, g, side="right")
         start = g - (self.cum[ep] - self.counts[ep])
         length = self.lengths[ep]
         steps = np.minimum(start[:, None] + self.ar, length[:, None])  # (B, L+1)
-        obs_rows = self.obs_off[ep][:, None] + steps  # (B, L+1)
         act_rows = self.act_off[ep][:, None] + np.minimum(steps[:, :-1], length[:, None] - 1)  # (B, L)
-        return ep, start, steps, obs_rows, act_rows, steps[:, :-1] < length[:, None]
-
-    def batch_minimal(self) -> dict[str, np.ndarray]:
-        _, _, _, obs_rows, act_rows, mask = self._rows()
-        out = {k: np.take(v, obs_rows, axis=0) for k, v in self.obs.items()}
-        out["actions"] = np.take(self.actions, act_rows, axis=0)
-        out["rewards"] = np.take(self.rewards, act_rows, axis=0)
-        out["dones"] = np.take(self.terminated, act_rows, axis=0)
-        out["mask"] = mask
-        return out
-
-    def batch(self) -> dict[str, np.ndarray]:
-        ep, start, steps, obs_rows, act_rows, mask = self._rows()
-        out = {k: np.take(v, obs_rows, axis=0) for k, v in self.obs.items()}
-        for name in ("actions", "rewards", "terminated", "truncated"):
-            out[name] = np.take(getattr(self, name), act_rows, axis=0)
-        out["mask"], out["time"] = mask, steps
+        out = {k: np.take(v, self.obs_off[ep][:, None] + steps, axis=0) for k, v in self.obs.items()}
+        out |= {k: np.take(v, act_rows, axis=0) for k, v in self.steps.items()}
+        out["mask"], out["time"] = steps[:, :-1] < length[:, None], steps
         prev = np.maximum(self.act_off[ep] + start - 1, 0)  # (B,)
-        out["prev_actions"] = np.take(self.actions, prev, axis=0) * (start > 0)[:, None]
-        out["prev_rewards"] = np.take(self.rewards, prev) * (start > 0)
+        out["prev_actions"] = np.take(self.steps["actions"], prev, axis=0) * (start > 0).reshape(-1, *[1] * (
+            self.steps["actions"].ndim - 1))  # fmt: skip
+        out["prev_rewards"] = np.take(self.steps["rewards"], prev) * (start > 0)
         return out
 
 
-# ---------------------------------------------------------------- measurements
+def worker(args: argparse.Namespace) -> dict[str, float]:
+    """One measurement in this (fresh) process; its RSS is the method's."""
+    base = memory()
+    t0 = time.perf_counter()
+    result: dict[str, float] = {}
+    if args.worker == "store":
+        store = TrajectoryStore.open(args.path, cache_bytes=args.cache_bytes, disk_tier=not args.no_tier)
+        result |= {f"segments_{k}": v for k, v in store.warm().items()}
+        rng = np.random.default_rng(0)
+        fn: Callable[[], object] = lambda: store.sample(BATCH, SEQ_LEN, rng=rng)  # noqa: E731
+    elif args.worker == "npz":
+        fn = NpzPerEpisode(Path(args.path)).batch
+    else:
+        spec = TrajectoryStore.open(args.path).spec
+        ram = InRam(episodes(spec, args.steps))
+        fn = ram.batch
+    fn()
+    result["warm_s"] = time.perf_counter() - t0
+    result["cpu"], result["wall"] = rates(fn, args.seconds)
+    end = memory()
+    return result | {"base_mb": base["VmRSS"], **{f"{k}_mb": v for k, v in end.items()}}
 
 
-def write_store(path: Path, spec: DataSpec, episodes: list[Episode], codec: str) -> tuple[float, float]:
-    """(timesteps/s, bytes per timestep) of one writer appending every episode (100k-step segments)."""
+# ---------------------------------------------------------------- the driver
+
+
+def run_worker(kind: str, path: Path, seconds: float, **extra: object) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--worker", kind, "--path", str(path), "--seconds", str(seconds)]
+    for k, v in extra.items():
+        cmd += [f"--{k.replace('_', '-')}"] + ([] if v is True else [str(v)])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def mb(x: float) -> str:
+    return f"{x / 1024:,.1f} GB" if x >= 1024 else f"{x:,.0f} MB"
+
+
+def bench_data(name: str, spec: DataSpec, total: int, args: argparse.Namespace, ratios: tuple[float, ...]) -> list:
+    """Rows for one data set: append, the store at each ratio, the npz baseline and (when it fits) the in-RAM limit."""
+    path = args.dir / f"{name}.zarr"
     shutil.rmtree(path, ignore_errors=True)
-    store = TrajectoryStore.create(path, spec, codec=codec)
-    start = time.perf_counter()
-    with store.writer("protected") as w:
-        for ep in episodes:
+    store = TrajectoryStore.create(path, spec)
+    seg = 100_000 if "pixels" not in spec.observations else 10_000
+    t0 = time.perf_counter()
+    with store.writer("protected", segment_timesteps=seg) as w:
+        for ep in episodes(spec, total):
             w.add(ep)
-    seconds = time.perf_counter() - start
     info = store.partition_info("protected")
-    return info.timesteps / seconds, info.bytes / info.timesteps
-
-
-def row(variant: str, what: str, value: str, extra: str = "") -> dict[str, str]:
-    return {"variant": variant, "what": what, "value": value, "extra": extra}
-
-
-def store_rates(path: Path, raw_bytes: int, seconds: float) -> tuple[float, float, float]:
-    """(warm windows/s, windows/s with a budget of 1/4 of the data, seconds of the first (cache-filling) batch)."""
-    rng = np.random.default_rng(0)
-    warm = TrajectoryStore.open(path, cache_bytes=2 * raw_bytes)
-    t0 = time.perf_counter()
-    warm.sample(BATCH, SEQ_LEN, rng=rng)
-    load_s = time.perf_counter() - t0
-    warm_rate = rate(lambda: warm.sample(BATCH, SEQ_LEN, rng=rng), seconds) * BATCH
-    warm.refresh()
-    warm._sampler = None  # free the cache before the next measurement
-    cold = TrajectoryStore.open(path, cache_bytes=raw_bytes // 4)
-    cold_rate = rate(lambda: cold.sample(BATCH, SEQ_LEN, rng=rng), seconds / 2) * BATCH
-    return warm_rate, cold_rate, load_s
-
-
-def bench_variant(name: str, spec: DataSpec, total: int, workdir: Path, seconds: float) -> list[dict[str, str]]:
-    t0 = time.perf_counter()
-    episodes = make_episodes(spec, total)
-    print(
-        f"[{name}] made {len(episodes)} episodes ({total:,} steps) in {time.perf_counter() - t0:.1f}s", file=sys.stderr
-    )
-    rows = []
-    for codec in ("zstd", "lz4"):
-        steps_s, bytes_step = write_store(workdir / f"{name}-{codec}.zarr", spec, episodes, codec)
-        label = f"append, codec {codec}" + (" (default)" if codec == "lz4" else "")
-        rows.append(row(name, label, f"{steps_s:,.0f} steps/s", f"{bytes_step:,.1f} B/step on disk"))
-    shutil.rmtree(workdir / f"{name}-lz4.zarr", ignore_errors=True)
-    path = workdir / f"{name}-zstd.zarr"
-    raw_bytes = sum(f.row_bytes for f in TrajectoryStore.open(path).fields.values()) * (total + len(episodes))
-    warm, cold, load_s = store_rates(path, raw_bytes, seconds)
-    rows.append(
-        row(name, "windows/s: store, warm (RAM cache)", f"{warm:,.0f}", f"first batch fills the cache: {load_s:.2f}s")
-    )
-    rows.append(
-        row(name, "windows/s: store, RAM budget = 1/4 of data", f"{cold:,.0f}", "3/4 of windows read from zarr")
-    )
-    npz = NpzPerEpisode(workdir / f"{name}-npz", episodes)
-    npz_rate = rate(npz.batch, seconds / 2, min_calls=2) * BATCH
-    rows.append(
-        row(
-            name,
-            "windows/s: one .npz per episode (AMAGO)",
-            f"{npz_rate:,.0f}",
-            f"store/npz = {warm / npz_rate:,.0f}x (target >= 20x)",
+    raw = sum(f.row_bytes for f in store.fields.values()) * (info.timesteps + info.episodes)
+    label = f"{name}, {total:,} steps, {mb(raw / 2**20)} raw"
+    rows = [[label, "append (store writer, lz4)", "", f"{total / (time.perf_counter() - t0):,.0f} steps/s", "", "",
+             f"{info.bytes / raw:.2f} of raw on disk; {info.segments} segments of {seg:,} steps"]]  # fmt: skip
+    limit = None
+    if raw < 0.5 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"):
+        limit = run_worker("ram", path, args.seconds, steps=total)
+    print(f"[{name}] written, in-RAM limit {limit}", file=sys.stderr)
+    measured = []
+    for ratio in ratios:
+        measured.append(
+            (ratio, int(raw / ratio), run_worker("store", path, args.seconds, cache_bytes=int(raw / ratio)))
         )
-    )
-    shutil.rmtree(workdir / f"{name}-npz", ignore_errors=True)
-    ram = InRam(episodes)
-    del episodes
-    ram_rate = rate(ram.batch, seconds) * BATCH
-    minimal_rate = rate(ram.batch_minimal, seconds) * BATCH
-    rows.append(
-        row(
-            name,
-            "windows/s: in-RAM numpy, same fields (limit)",
-            f"{ram_rate:,.0f}",
-            f"store/limit = {warm / ram_rate:.2f} (target >= 0.5)",
-        )
-    )
-    rows.append(
-        row(
-            name,
-            "windows/s: in-RAM numpy, obs/act/rew/done only",
-            f"{minimal_rate:,.0f}",
-            f"store/this = {warm / minimal_rate:.2f}",
-        )
-    )
+        print(f"[{name}] ratio {ratio}: {measured[-1][2]}", file=sys.stderr)
+    if not args.keep_tier:
+        shutil.rmtree(path / ".cache", ignore_errors=True)
+    npz_dir = args.dir / f"{name}-npz"
+    NpzPerEpisode.write(npz_dir, episodes(spec, total))
+    npz = run_worker("npz", npz_dir, args.seconds)
+    shutil.rmtree(npz_dir, ignore_errors=True)
+    for ratio, budget, r in measured:
+        vs = f"{r['cpu'] / limit['cpu']:.2f}x in-RAM, " if limit else ""
+        rows.append([label, f"store, data = {ratio:g} x budget ({mb(budget / 2**20)})", f"{r['segments_ram']} RAM, "
+                     f"{r['segments_spill']} spill ({r['segments_tier']} tier), {r['segments_zarr']} zarr", f"{r['cpu']:,.0f}", f"{r['wall']:,.0f}",
+                     f"{mb(r['VmHWM_mb'])} (anon {mb(r['RssAnon_mb'])}, file {mb(r['RssFile_mb'])})",
+                     f"{vs}{r['cpu'] / npz['cpu']:.0f}x npz; warm-up {r['warm_s']:.1f} s"])  # fmt: skip
+    rows.append([label, "one .npz per episode (AMAGO)", "", f"{npz['cpu']:,.0f}", f"{npz['wall']:,.0f}",
+                 mb(npz["VmHWM_mb"]), ""])  # fmt: skip
+    if limit:
+        rows.append([label, "in-RAM numpy, same fields (limit)", "", f"{limit['cpu']:,.0f}", f"{limit['wall']:,.0f}",
+                     mb(limit["VmHWM_mb"]), ""])  # fmt: skip
+    shutil.rmtree(path, ignore_errors=True)
     return rows
-
-
-WRITER = """
-import sys, time, numpy as np
-sys.path.insert(0, {bench_dir!r})
-from bench_store import make_episode, vector_spec
-from amago_pipe.store import TrajectoryStore
-store = TrajectoryStore.open({path!r})
-rng = np.random.default_rng({seed})
-deadline, steps = time.time() + {seconds}, 0
-with store.writer("fifo", segment_timesteps=5000) as w:
-    while time.time() < deadline:
-        ep = make_episode(vector_spec(), 1000, rng)
-        w.add(ep)
-        steps += ep.length
-print(steps)
-"""
-
-
-def bench_concurrent(workdir: Path, seconds: float) -> list[dict[str, str]]:
-    """Sampling from protected+fifo while 2 writer processes append to fifo (capacity-bounded)."""
-    path = workdir / "vector-zstd.zarr"
-    store = TrajectoryStore.open(path)
-    store.configure_partition("fifo", capacity_timesteps=200_000)
-    code = [
-        WRITER.format(bench_dir=str(Path(__file__).parent), path=str(path), seed=s, seconds=seconds) for s in (1, 2)
-    ]
-    writers = [subprocess.Popen([sys.executable, "-c", c], stdout=subprocess.PIPE, text=True) for c in code]
-    time.sleep(2.0)  # let the writers start and seal their first segments
-    rng = np.random.default_rng(0)
-    mix = {"protected": 0.5, "fifo": 0.5}
-    sampled = rate(lambda: store.sample(BATCH, SEQ_LEN, partitions=mix, rng=rng), seconds - 3.0) * BATCH
-    appended = sum(int(w.communicate()[0].strip() or 0) for w in writers)
-    info = store.partition_info("fifo")
-    extra = f"writers appended {appended / seconds:,.0f} steps/s together; fifo now {info.segments} segments"
-    return [row("vector", "windows/s while 2 writers append (50/50 protected/fifo)", f"{sampled:,.0f}", extra)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10x smaller data, shorter timings")
+    parser.add_argument("--quick", action="store_true", help="small data, short timings (a smoke test)")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temporary one)")
-    parser.add_argument("--skip-images", action="store_true")
+    parser.add_argument("--vector-steps", type=int, default=1_000_000)
+    parser.add_argument("--image-frames", type=int, nargs="*", default=[200_000],
+                        help="one image data set per size; ratios below 4 are skipped where the data exceed RAM/2")  # fmt: skip
+    parser.add_argument("--seconds", type=float, default=None, help="sampling time per measurement")
+    parser.add_argument("--keep-tier", action="store_true", help="keep the disk tier while the npz baseline runs")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
+    parser.add_argument("--worker", choices=("store", "npz", "ram"), help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
+    parser.add_argument("--cache-bytes", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--no-tier", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    scale = 10 if args.quick else 1
-    seconds = 1.0 if args.quick else 3.0
-    workdir = args.dir or Path(tempfile.mkdtemp(prefix="bench_store_"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    if args.worker:
+        print(json.dumps(worker(args)))
+        return
+    if args.quick:
+        args.vector_steps, args.image_frames = 50_000, [10_000]
+    args.seconds = args.seconds or (1.0 if args.quick else 4.0)
+    cleanup = args.dir is None
+    args.dir = args.dir or Path(tempfile.mkdtemp(prefix="bench_store_"))
+    args.dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     try:
-        rows = bench_variant("vector", vector_spec(), 1_000_000 // scale, workdir, seconds)
-        rows += bench_concurrent(workdir, 4.0 if args.quick else 10.0)
-        if not args.skip_images:
-            rows += bench_variant("image", image_spec(), 100_000 // scale, workdir, seconds)
+        rows = bench_data("vector", vector_spec(), args.vector_steps, args, RATIOS)
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        for frames in args.image_frames:
+            big = frames * 28_224 > 0.5 * ram
+            rows += bench_data("image", image_spec(), frames, args, RATIOS[2:] if big else RATIOS)
     finally:
-        if args.dir is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        if cleanup:
+            shutil.rmtree(args.dir, ignore_errors=True)
     import zarr
 
     print(
-        f"\n{platform.node()}: {os.cpu_count()} CPUs, Python {platform.python_version()}, numpy {np.__version__}, "
-        f"zarr {zarr.__version__}; batch {BATCH} x {SEQ_LEN}; {'quick' if args.quick else 'full'} sizes; "
+        f"\n{platform.node()}: {os.cpu_count()} CPUs, {ram / 2**30:.0f} GiB RAM, Python {platform.python_version()}, "
+        f"numpy {np.__version__}, zarr {zarr.__version__}; batch {BATCH} x {SEQ_LEN}; "
         f"{time.perf_counter() - started:.0f}s\n"
     )
-    print("| data | measurement | value | notes |\n|---|---|---:|---|")
+    columns = ["data", "method", "segments", "windows/CPU-s", "windows/s wall", "peak RSS (VmHWM)", "notes"]
+    print("| " + " | ".join(columns) + " |\n|---|---|---|---:|---:|---|---|")
     for r in rows:
-        print(f"| {r['variant']} | {r['what']} | {r['value']} | {r['extra']} |")
+        print("| " + " | ".join(str(c) for c in r) + " |")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps({"columns": columns, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""`SegmentCache`: sealed segments decompressed into one arena of arrays, within a RAM byte budget.
+"""`SegmentCache`: sealed segments decompressed into one arena of arrays, within a RAM byte budget;
+`SpillCache`: the same arena in mapped files without a budget, for what does not fit the RAM one.
 
 All resident segments share one array per field, so a batch of windows is one gather per field. Row 0 is
 all zeros: padding positions of a window point at it. numpy only; must not import torch or click.
@@ -6,7 +7,12 @@ all zeros: padding positions of a window point at it. numpy only; must not impor
 
 from __future__ import annotations
 
+import mmap
+import os
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -56,6 +62,20 @@ class SegmentCache:
 
     def admit(self, wanted: list[tuple[str, int]], load: Callable[[str], dict[str, np.ndarray] | None]) -> None:
         """Make resident, in order, the segments of `wanted` (key, rows) that fit the budget."""
+
+        def fill(key: str, dest: dict[str, np.ndarray]) -> bool:
+            data = load(key)
+            if data is None:
+                return False
+            for name, arr in dest.items():
+                arr[...] = data[name]
+            return True
+
+        self.admit_into(wanted, fill)
+
+    def admit_into(self, wanted: list[tuple[str, int]], fill: Callable[[str, dict[str, np.ndarray]], bool]) -> None:
+        """`admit`, with `fill(key, dest)` writing a segment's rows straight into its arena rows `dest` (one view per
+        field), so loading needs no second copy of the segment; it returns False when the segment vanished."""
         missing = [(k, n) for k, n in wanted if k not in self.placed]
         if not missing:
             return
@@ -72,11 +92,8 @@ class SegmentCache:
             lo = self._allocate(n)
             if lo is None:
                 continue
-            data = load(k)
-            if data is None:
+            if not fill(k, {name: arr[lo : lo + n] for name, arr in self.arrays.items()}):
                 continue
-            for name, arr in self.arrays.items():
-                arr[lo : lo + n] = data[name]
             self.placed[k] = (lo, n)
             self.version += 1
 
@@ -122,3 +139,36 @@ class SegmentCache:
                 self.placed[key] = (cursor, n)
             cursor += n
         self.version += 1
+
+
+class SpillCache(SegmentCache):
+    """A `SegmentCache` without a budget whose arrays are mapped from nameless files in `folder` (O_TMPFILE: nothing
+    is left behind by a crash). Its pages are page cache, which the kernel writes back and may reclaim under memory
+    pressure (to read them again from disk), not the process's anonymous memory; they count in RssFile."""
+
+    def __init__(self, fields: dict[str, FieldSpec], folder: Path):
+        folder.mkdir(parents=True, exist_ok=True)
+        self._files: dict[str, IO[bytes]] = {n: tempfile.TemporaryFile(dir=folder) for n in fields}  # noqa: SIM115
+        self._maps: dict[str, mmap.mmap] = {}
+        super().__init__(fields, budget_bytes=1 << 62)
+        self._resize(1)
+
+    def _resize(self, capacity: int) -> None:
+        if not hasattr(self, "_files"):  # SegmentCache.__init__'s zero arrays, replaced at once by mapped ones
+            return
+        for name, f in self.fields.items():
+            size = max(1, capacity * f.row_bytes)
+            fd = self._files[name].fileno()
+            if size > self._files[name].seek(0, 2):
+                os.ftruncate(fd, size)  # the rows already written stay where they are: no copy
+            self._maps[name] = mmap.mmap(fd, size)
+            self.arrays[name] = np.frombuffer(self._maps[name], dtype=f.dtype, count=capacity * max(1, int(
+                np.prod(f.shape, dtype=np.int64)))).reshape(capacity, *f.shape)  # fmt: skip
+        self.capacity = capacity
+
+    def close(self) -> None:
+        """Release the files (their space goes back to the disk once no mapping is left)."""
+        self.arrays = {}
+        self._maps.clear()
+        for file in self._files.values():
+            file.close()

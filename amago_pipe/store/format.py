@@ -7,6 +7,8 @@ One store is one Zarr v3 hierarchy:
     partitions/<name>/segments/<id>/...         one segment: a zarr group of step-aligned arrays
     partitions/<name>/sealed/<id>.json          seal marker, written last (atomically); lists the episode table
     quarantine/<name>/<id>/                     damaged segments moved aside by `verify --quarantine`
+    .cache/tier/<name>/<id>.raw                 local uncompressed copy of a segment's images (tier.py; disposable)
+    .cache/spill/                               nameless mapped files of samplers (cache.py; gone with them)
 
 numpy + zarr only; must not import torch or click.
 """

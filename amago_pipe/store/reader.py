@@ -125,14 +125,6 @@ def decode_problem(name: str, error: Exception) -> str:
     return f"array '{name}' fails to decode ({type(error).__name__}: {error})"
 
 
-def load_segment(files: StoreFiles, marker: SegmentMarker) -> dict[str, np.ndarray]:
-    """Every array of a segment, decompressed: (rows, ...) per field."""
-    _, arrays = open_segment(files, marker)
-    data = read_block(files, marker, arrays, 0, marker.info.rows)
-    check_still_sealed(files, marker.info.partition, marker.info.id)
-    return data
-
-
 def read_rows(
     files: StoreFiles, marker: SegmentMarker, arrays: dict[str, Any], rows: np.ndarray
 ) -> dict[str, np.ndarray]:

@@ -1,4 +1,7 @@
-"""`WindowSampler`: batches of windows from sealed segments, resident ones gathered from RAM, cold ones read.
+"""`WindowSampler`: batches of windows from sealed segments. Segments that fit `cache_bytes` are decompressed into
+the RAM arena; with a disk tier the others go to the spill arena (mapped files: page cache, not the process's
+memory) and, for their big fields (images), to tier files read window by window; without one they are read
+from zarr. Batches are assembled in gather.py.
 
 Segments are re-listed at most every `refresh_seconds` (at once after a seal, drop or eviction made
 through the same `StoreFiles`). A segment that vanishes mid-read makes the sampler re-list and draw the
@@ -7,48 +10,73 @@ batch again. Placement modes live in `windows.py`. numpy + zarr only; must not i
 
 from __future__ import annotations
 
+import os
 import time
-from collections import OrderedDict
-from typing import Any
+import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from amago_pipe.errors import ConfigError, DataError, StoreFormatError, did_you_mean
-from amago_pipe.store.cache import SegmentCache
+from amago_pipe.store.cache import SegmentCache, SpillCache
+from amago_pipe.store.cold import ColdReader
 from amago_pipe.store.files import StoreFiles
+from amago_pipe.store.gather import BatchGatherer
 from amago_pipe.store.info import SegmentMarker, WindowBatch
 from amago_pipe.store.reader import (
     SegmentVanished,
     check_still_sealed,
+    episode_blocks,
     episode_meta,
-    load_segment,
     open_segment,
-    read_rows,
+    read_block,
 )
+from amago_pipe.store.tier import DiskTier, TierWarning, big_fields, default_tier_dir
 from amago_pipe.store.windows import BALANCES, MODES, PartitionIndex
 
+if TYPE_CHECKING:
+    from amago_pipe.store.zarr_store import TrajectoryStore
+
 RETRIES = 8
-OPEN_SEGMENTS = 64
+
+
+class CacheBudgetWarning(UserWarning):
+    """The RAM budget (`cache_bytes`) is smaller than a segment, which therefore is never held in RAM."""
 
 
 class WindowSampler:
     """Samples `WindowBatch`es from one store. Not thread-safe; use one per process or thread."""
 
-    def __init__(self, files: StoreFiles, *, cache_bytes: int, refresh_seconds: float):
+    def __init__(self, files: StoreFiles, *, cache_bytes: int, refresh_seconds: float, tier: DiskTier | None = None):
         self.files = files
+        self.tier = tier
+        """Where cold segments are read from (None: from zarr)."""
+        self.cache_bytes = cache_bytes
+        self._warned_budget = False
         self.refresh_seconds = refresh_seconds
         """Sealed segments are re-listed at most this often."""
         self.cache = SegmentCache(files.fields, cache_bytes)
         self.indexes: dict[str, PartitionIndex] = {}
         self._listed_at: dict[str, float] = {}
         self._cache_version = -1
-        self._open: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._arange: dict[int, np.ndarray] = {}
-        self._obs_fields = [(n[4:], n) for n in files.fields if n.startswith("obs/")]
-        self._goal_fields = [(n[6:], n) for n in files.fields if n.startswith("goals/")]
+        self.spill: SpillCache | None = None
+        """The small fields of the segments not in RAM (created on first need, in the tier's folder)."""
+        self._spill_pid = 0
+        self._spill_version = -1
+        self.big = big_fields(files.fields)
+        self.gatherer = BatchGatherer(files.fields, self.big, ColdReader(files, tier))
         self._known: list[str] = []
         self._known_at = -np.inf
         self._files_version = files.version
+
+    @classmethod
+    def for_store(cls, store: TrajectoryStore) -> WindowSampler:
+        """The sampler of `store`, with its disk tier unless `store.disk_tier` is off."""
+        tier = None
+        if store.disk_tier:
+            root = store.cache_dir / "tier" if store.cache_dir else default_tier_dir(store.backend)
+            tier = DiskTier(store.files, root)
+        return cls(store.files, cache_bytes=store.cache_bytes, refresh_seconds=store.refresh_seconds, tier=tier)
 
     def invalidate(self) -> None:
         """Make the next `sample` re-list partitions and segments."""
@@ -92,6 +120,24 @@ class WindowSampler:
                 self.invalidate()
         raise StoreFormatError(f"{self.files.url}: segments kept vanishing while sampling ({RETRIES} tries)")
 
+    def warm(self, partitions: list[str] | None = None) -> dict[str, int]:
+        """Fill the RAM and spill arenas and build (or check) the tier files of the segments not in RAM now, rather
+        than when sampling first needs them. Returns segment counts: `ram`, `spill` (not in RAM), `tier` (of
+        those, with a tier file for their big fields) and `zarr` (read from zarr)."""
+        names = self._resolve(None if partitions is None else dict.fromkeys(partitions, 1.0))
+        self._refresh(names)
+        counts = {"ram": 0, "spill": 0, "tier": 0, "zarr": 0}
+        for name in names:
+            for key, marker in zip(self.indexes[name].keys, self.indexes[name].markers):
+                if self.cache.row_of(key) >= 0:
+                    counts["ram"] += 1
+                elif self.spill is None or self.spill.row_of(key) < 0:
+                    counts["zarr"] += 1
+                else:
+                    counts["spill"] += 1
+                    counts["tier"] += bool(self.big) and self.tier is not None and self.tier.handle(marker) is not None
+        return counts
+
     # ------------------------------------------------------------ listing and residency
 
     def _resolve(self, partitions: dict[str, float] | None) -> list[str]:
@@ -115,6 +161,8 @@ class WindowSampler:
         return sorted(partitions)
 
     def _refresh(self, names: list[str]) -> None:
+        if self.spill is not None and self._spill_pid != os.getpid():  # forked: the spill arena is the parent's
+            self._cache_version = -1
         now = time.monotonic()
         for name in names:
             if now - self._listed_at.get(name, -np.inf) < self.refresh_seconds and name in self.indexes:
@@ -128,13 +176,67 @@ class WindowSampler:
             live = {k for idx in self.indexes.values() for k in idx.keys}
             self.cache.forget(live)
             wanted = [(k, m.info.rows) for n in names for k, m in zip(self.indexes[n].keys, self.indexes[n].markers)]
-            self.cache.admit(wanted, self._load)
-            for sid in [k for k in self._open if k not in live]:
-                del self._open[sid]
-        if self._cache_version != self.cache.version:
+            self._check_budget(wanted)
+            self.cache.admit_into(wanted, self._load)
+            self.gatherer.cold.forget(live)
+            if self.tier is not None:
+                self._admit_spill(wanted)
+                for name in names:
+                    self.tier.sweep(name, set(self.indexes[name].ids))
+        spill_version = -1 if self.spill is None else self.spill.version
+        if self._cache_version != self.cache.version or self._spill_version != spill_version:
             for idx in self.indexes.values():
-                idx.remap(np.asarray([self.cache.row_of(k) for k in idx.keys], dtype=np.int64))
-            self._cache_version = self.cache.version
+                ram = np.asarray([self.cache.row_of(k) for k in idx.keys], dtype=np.int64)
+                spill = None if self.spill is None else np.asarray([self.spill.row_of(k) for k in idx.keys], np.int64)
+                idx.remap(ram, spill if spill is not None else np.full(len(idx.keys), -1, np.int64))
+            self._cache_version, self._spill_version = self.cache.version, spill_version
+
+    def _admit_spill(self, wanted: list[tuple[str, int]]) -> None:
+        """While some segment does not fit the RAM arena, put the small fields of every segment into the spill arena
+        (a fresh one after a fork: the parent's files are shared); RAM then serves the big fields. On a disk error
+        the spill is given up: segments not in RAM are read from zarr."""
+        if self.tier is None:
+            return
+        if all(self.cache.row_of(k) >= 0 for k, _ in wanted):
+            if self.spill is not None:
+                self.spill.close()
+                self.spill = None
+            return
+        try:
+            if self.spill is None or self._spill_pid != os.getpid():
+                small = {n: f for n, f in self.files.fields.items() if n not in self.big}
+                self.spill, self._spill_pid = SpillCache(small, self.tier.root.parent / "spill"), os.getpid()
+            self.spill.forget({k for k, _ in wanted})
+            self.spill.admit_into(wanted, self._load)
+        except OSError as e:
+            warnings.warn(
+                f"{self.files.url}: no spill arena in {self.tier.root.parent / 'spill'} ({type(e).__name__}: {e}); "
+                "the segments that do not fit cache_bytes are read from zarr (~1 ms a read); free disk space or pass "
+                "cache_dir= to TrajectoryStore.open",
+                TierWarning,
+                stacklevel=6,
+            )
+            self.spill, self.tier = None, None
+            self.gatherer.cold.tier = None
+
+    def _check_budget(self, wanted: list[tuple[str, int]]) -> None:
+        """Warn (once) when a segment is larger than the whole RAM budget; cache_bytes=0 means "no RAM cache"."""
+        if self._warned_budget or self.cache_bytes <= 0 or not wanted:
+            return
+        key, rows = max(wanted, key=lambda kv: kv[1])
+        need = (rows + 1) * self.cache.row_bytes
+        if need <= self.cache_bytes:
+            return
+        self._warned_budget = True
+        where = f"the disk tier at {self.tier.root}" if self.tier is not None else "zarr (~1 ms a read)"
+        warnings.warn(
+            f"{self.files.url}: cache_bytes={self.cache_bytes:,} is smaller than segment {key} ({need:,} bytes "
+            f"decompressed), which is never held in RAM: its windows are read from {where}; give "
+            f"TrajectoryStore.open(..., cache_bytes={need:,}) or more, or write smaller segments "
+            "(store.writer(..., segment_timesteps=...))",
+            CacheBudgetWarning,
+            stacklevel=5,
+        )
 
     def _env_names(self, marker: SegmentMarker) -> tuple[str, ...]:
         """A segment's per-episode env names: from its marker, or (older markers) from the segment's attributes."""
@@ -142,13 +244,20 @@ class WindowSampler:
             return marker.env_names
         return tuple(episode_meta(open_segment(self.files, marker)[0])[0])
 
-    def _load(self, key: str) -> dict[str, np.ndarray] | None:
+    def _load(self, key: str, dest: dict[str, np.ndarray]) -> bool:
+        """Decompress a segment's fields `dest` into their arena rows, a block at a time; False when it vanished."""
         name, sid = key.split("/", 1)
         marker = self.indexes[name].markers[self.indexes[name].ids.index(sid)]
         try:
-            return load_segment(self.files, marker)
+            _, opened = open_segment(self.files, marker)
+            arrays = {n: opened[n] for n in dest}
+            for _, _, lo, hi in episode_blocks(self.files, marker):
+                for field, value in read_block(self.files, marker, arrays, lo, hi).items():
+                    dest[field][lo:hi] = value
+            check_still_sealed(self.files, name, sid)
         except SegmentVanished:
-            return None
+            return False
+        return True
 
     # ------------------------------------------------------------ drawing
 
@@ -199,10 +308,11 @@ class WindowSampler:
                 "start": start,
                 "length": idx.lengths[ep],
                 "arena": idx.arena_rows[ep],
+                "spill": idx.spill_rows[ep],
                 "time0": idx.time_starts[ep],
             }
         b = len(part)
-        plan = {k: np.zeros(b, dtype=np.int64) for k in ("episode", "start", "length", "arena", "time0")}
+        plan = {k: np.zeros(b, dtype=np.int64) for k in ("episode", "start", "length", "arena", "spill", "time0")}
         plan["partition"] = part
         for i, idx in enumerate(indexes):
             sel = rows_of[i]
@@ -212,6 +322,7 @@ class WindowSampler:
             plan["episode"][sel], plan["start"][sel] = ep, start
             plan["length"][sel] = idx.lengths[ep]
             plan["arena"][sel] = idx.arena_rows[ep]
+            plan["spill"][sel] = idx.spill_rows[ep]
             plan["time0"][sel] = idx.time_starts[ep]
         return plan
 
@@ -220,91 +331,8 @@ class WindowSampler:
     def _gather(
         self, indexes: list[PartitionIndex], plan: dict[str, np.ndarray], seq_len: int, names: list[str]
     ) -> WindowBatch:
-        arrays = self.cache.arrays
-        ar = self._arange.get(seq_len)
-        if ar is None:
-            ar = self._arange[seq_len] = np.arange(seq_len + 1)  # (L+1,)
-        start, arena = plan["start"], plan["arena"]
-        hot = arena >= 0  # (B,)
-        all_hot = bool(hot.all())
-        valid = (start[:, None] + ar) <= plan["length"][:, None]  # (B, L+1) real observations
-        base = arena + start if all_hot else np.where(hot, arena + start, 0)  # (B,) arena row of obs 0
-        rows = base[:, None] + ar  # (B, L+1) arena rows; padding -> row 0, which is all zeros
-        rows *= valid if all_hot else valid & hot[:, None]
-        step_rows = rows[:, :seq_len]  # (B, L)
-        prev_rows = (base - 1) * ((start > 0) & hot)  # (B,)
-        time_index = (plan["time0"] + start)[:, None] + ar  # (B, L+1)
-        time_index *= valid
-        batch = WindowBatch(
-            obs={key: np.take(arrays[name], rows, axis=0) for key, name in self._obs_fields},
-            actions=np.take(arrays["actions"], step_rows, axis=0),
-            rewards=np.take(arrays["rewards"], step_rows, axis=0),
-            terminated=np.take(arrays["terminated"], step_rows, axis=0),
-            truncated=np.take(arrays["truncated"], step_rows, axis=0),
-            time=time_index,
-            mask=valid[:, 1:],
-            goals={key: np.take(arrays[name], rows, axis=0) for key, name in self._goal_fields},
-            prev_actions=np.take(arrays["actions"], prev_rows, axis=0),
-            prev_rewards=np.take(arrays["rewards"], prev_rows, axis=0),
-            partition=plan["partition"],
-            partition_names=tuple(names),
-        )
-        if not all_hot:
-            self._fill_cold(batch, indexes, plan, np.flatnonzero(~hot), seq_len)
-        return batch
-
-    def _fill_cold(
-        self,
-        batch: WindowBatch,
-        indexes: list[PartitionIndex],
-        plan: dict[str, np.ndarray],
-        cold: np.ndarray,
-        seq_len: int,
-    ) -> None:
-        """Read the windows of non-resident segments from zarr: one orthogonal read per segment and field."""
-        by_segment: dict[tuple[int, int], list[int]] = {}
-        for b in cold.tolist():
-            idx = indexes[plan["partition"][b]]
-            by_segment.setdefault((int(plan["partition"][b]), int(idx.seg_of_ep[plan["episode"][b]])), []).append(b)
-        for (p, s), windows in by_segment.items():
-            idx = indexes[p]
-            sid, marker = idx.ids[s], idx.markers[s]
-            pieces, spans = [], []
-            for b in windows:
-                first = int(idx.row_in_seg[plan["episode"][b]] + plan["start"][b])
-                n_obs = min(seq_len, int(plan["length"][b] - plan["start"][b])) + 1
-                has_prev = int(plan["start"][b] > 0)
-                pieces.append(np.arange(first - has_prev, first + n_obs))
-                spans.append((b, has_prev, n_obs))
-            data = read_rows(self.files, marker, self._arrays(marker), np.concatenate(pieces))
-            check_still_sealed(self.files, idx.name, sid)
-            cursor = 0
-            for b, has_prev, n_obs in spans:
-                if has_prev:
-                    batch.prev_actions[b] = data["actions"][cursor]
-                    batch.prev_rewards[b] = data["rewards"][cursor]
-                o = cursor + has_prev
-                n_steps = min(n_obs, seq_len)
-                for name, value in data.items():
-                    if name.startswith("obs/"):
-                        batch.obs[name[4:]][b, :n_obs] = value[o : o + n_obs]
-                    elif name.startswith("goals/"):
-                        batch.goals[name[6:]][b, :n_obs] = value[o : o + n_obs]
-                    else:
-                        getattr(batch, name)[b, :n_steps] = value[o : o + n_steps]
-                cursor = o + n_obs
-
-    def _arrays(self, marker: SegmentMarker) -> dict[str, Any]:
-        """The arrays of a cold segment, opened (and checked) once while it stays among the OPEN_SEGMENTS."""
-        key = f"{marker.info.partition}/{marker.info.id}"
-        if key in self._open:
-            self._open.move_to_end(key)
-            return self._open[key]
-        _, arrays = open_segment(self.files, marker)
-        self._open[key] = arrays
-        if len(self._open) > OPEN_SEGMENTS:
-            self._open.popitem(last=False)
-        return arrays
+        spill = self.spill.arrays if self.spill is not None and self._spill_pid == os.getpid() else None
+        return self.gatherer.gather(self.cache.arrays, spill, indexes, plan, seq_len, names)
 
 
 def _check_args(batch_size: int, seq_len: int, mode: str, balance: str = "none") -> None:

@@ -45,6 +45,7 @@ class PartitionIndex:
         self.timesteps = int(self.lengths.sum())
         self.episodes = len(self.lengths)
         self.arena_rows = np.full(self.episodes, -1, dtype=np.int64)  # (E,) first arena row, -1 when cold
+        self.spill_rows = np.full(self.episodes, -1, dtype=np.int64)  # (E,) first row in the spill arena, or -1
         self._starts: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
         self.task_of: np.ndarray | None = None
         """(E,) task code of each episode (index into `task_names`); set by `set_tasks` for balanced draws."""
@@ -59,10 +60,14 @@ class PartitionIndex:
         self.task_of = np.asarray([codes[n] for n in flat], dtype=np.int64)  # (E,)
         self._balanced.clear()
 
-    def remap(self, segment_rows: np.ndarray) -> None:
-        """Set episode arena rows from `segment_rows` (S,), the first arena row of each segment or -1."""
+    def remap(self, segment_rows: np.ndarray, spill_rows: np.ndarray | None = None) -> None:
+        """Set episode arena rows from `segment_rows` (S,), the first arena row of each segment or -1 (and the
+        rows in the spill arena from `spill_rows`)."""
         seg_rows = segment_rows[self.seg_of_ep]  # (E,)
         self.arena_rows = np.where(seg_rows >= 0, seg_rows + self.row_in_seg, -1)
+        if spill_rows is not None:
+            seg_rows = spill_rows[self.seg_of_ep]  # (E,)
+            self.spill_rows = np.where(seg_rows >= 0, seg_rows + self.row_in_seg, -1)
 
     def weight(self, mode: str, seq_len: int) -> int:
         """This partition's share when no mixture weights are given: its number of draws in `mode`."""

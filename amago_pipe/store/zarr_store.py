@@ -59,7 +59,11 @@ class TrajectoryStore:
         *,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         refresh_seconds: float = 1.0,
+        disk_tier: bool = True,
+        cache_dir: str | Path | None = None,
     ):
+        if not isinstance(cache_bytes, int | np.integer) or cache_bytes < 0:
+            raise DataError(f"cache_bytes must be an integer >= 0 (bytes of RAM for segments), got {cache_bytes!r}")
         self.files = StoreFiles(backend, DataSpec.from_json(info["spec"]), info.get("codec", DEFAULT_CODEC))
         """Backend, spec, fields and sealed-segment listing, shared with the reader, writers and sampler."""
         self.backend = backend
@@ -71,7 +75,11 @@ class TrajectoryStore:
         self.format_version: int = int(info["format_version"])
         self.fields = self.files.fields
         self.cache_bytes = int(cache_bytes)
-        """RAM budget for decompressed segments used by `sample`."""
+        """RAM budget for decompressed segments used by `sample` (0: none held in RAM)."""
+        self.disk_tier = bool(disk_tier)
+        """`sample` keeps what does not fit `cache_bytes` in uncompressed local files instead of reading zarr."""
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        """Where those files live (default: `<store>/.cache` for a local store, a user cache folder otherwise)."""
         self.refresh_seconds = float(refresh_seconds)
         """`sample` re-lists sealed segments at most this often (segments sealed through this object: at once)."""
         self.created = False
@@ -89,6 +97,8 @@ class TrajectoryStore:
         exist_ok: bool = False,
         codec: str = DEFAULT_CODEC,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        disk_tier: bool = True,
+        cache_dir: str | Path | None = None,
     ) -> TrajectoryStore:
         """A new empty store at `url`. With exist_ok=True an existing store is opened and its spec checked.
 
@@ -107,20 +117,28 @@ class TrajectoryStore:
             attrs = root_attrs(spec, codec)
             if backend.write_atomic("zarr.json", _group_json({ROOT_ATTR: attrs}), exclusive=True):
                 backend.write_atomic(f"{PARTITIONS}/zarr.json", _group_json({}))
-                store = cls(backend, attrs, cache_bytes=cache_bytes)
+                store = cls(backend, attrs, cache_bytes=cache_bytes, disk_tier=disk_tier, cache_dir=cache_dir)
                 store.created = True
                 return store
         if not exist_ok:
             raise StoreFormatError(f"{backend.url}: a store already exists here; pass exist_ok=True to append to it")
-        store = cls.open(url, cache_bytes=cache_bytes)
+        store = cls.open(url, cache_bytes=cache_bytes, disk_tier=disk_tier, cache_dir=cache_dir)
         _check_spec(store.spec, spec, store.url)
         return store
 
     @classmethod
     def open(
-        cls, url: str | Path, *, cache_bytes: int = DEFAULT_CACHE_BYTES, refresh_seconds: float = 1.0
+        cls,
+        url: str | Path,
+        *,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        refresh_seconds: float = 1.0,
+        disk_tier: bool = True,
+        cache_dir: str | Path | None = None,
     ) -> TrajectoryStore:
-        """Open an existing store; StoreFormatError when it is missing, not a store, or of a newer format."""
+        """Open an existing store; StoreFormatError when it is missing, not a store, or of a newer format.
+
+        `cache_bytes`: RAM for decompressed segments; `disk_tier`/`cache_dir`: where the others are read from."""
         backend = backend_for(url)
         _check_not_a_file(backend)
         raw = backend.read_bytes("zarr.json")
@@ -136,7 +154,14 @@ class TrajectoryStore:
                 f"{backend.url}: expected a zarr v3 group, found zarr_format={doc.get('zarr_format')!r}"
             )
         info = check_root_attrs(doc.get("attributes") or {}, backend.url)
-        return cls(backend, info, cache_bytes=cache_bytes, refresh_seconds=refresh_seconds)
+        return cls(
+            backend,
+            info,
+            cache_bytes=cache_bytes,
+            refresh_seconds=refresh_seconds,
+            disk_tier=disk_tier,
+            cache_dir=cache_dir,
+        )
 
     @staticmethod
     def exists(url: str | Path) -> bool:
@@ -332,15 +357,23 @@ class TrajectoryStore:
         empty partitions drop out of the mixture. `mode`: "timesteps" (default; no timestep, episode ends
         included, is under-sampled), "episodes" or "starts" (AMAGO's slices); `balance="task"` gives every task
         (episode env name) of a partition the same share; see `amago_pipe.store.windows`.
-        Segments fitting `cache_bytes` are gathered from RAM, the others read from zarr.
+        Segments fitting `cache_bytes` are gathered from RAM, the others read from the disk tier (or zarr).
         """
+        return self._window_sampler().sample(
+            batch_size, seq_len, partitions=partitions, rng=rng, mode=mode, balance=balance
+        )
+
+    def warm(self, partitions: list[str] | None = None) -> dict[str, int]:
+        """Fill the RAM and spill arenas and build the tier files now, rather than when sampling first needs them;
+        returns segment counts (`ram`, `spill`, `tier`, `zarr`; see `WindowSampler.warm`)."""
+        return self._window_sampler().warm(partitions)
+
+    def _window_sampler(self) -> WindowSampler:
         if self._sampler is None:
             from amago_pipe.store.sampler import WindowSampler
 
-            self._sampler = WindowSampler(
-                self.files, cache_bytes=self.cache_bytes, refresh_seconds=self.refresh_seconds
-            )
-        return self._sampler.sample(batch_size, seq_len, partitions=partitions, rng=rng, mode=mode, balance=balance)
+            self._sampler = WindowSampler.for_store(self)
+        return self._sampler
 
     def refresh(self) -> None:
         """Make the next `sample` re-list segments sealed or evicted by other processes."""
