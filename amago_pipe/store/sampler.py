@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,11 +30,8 @@ from amago_pipe.store.reader import (
     open_segment,
     read_block,
 )
-from amago_pipe.store.tier import DiskTier, TierWarning, big_fields, default_tier_dir
+from amago_pipe.store.tier import DiskTier, TierWarning, big_fields
 from amago_pipe.store.windows import BALANCES, MODES, PartitionIndex
-
-if TYPE_CHECKING:
-    from amago_pipe.store.zarr_store import TrajectoryStore
 
 RETRIES = 8
 
@@ -68,15 +64,6 @@ class WindowSampler:
         self._known: list[str] = []
         self._known_at = -np.inf
         self._files_version = files.version
-
-    @classmethod
-    def for_store(cls, store: TrajectoryStore) -> WindowSampler:
-        """The sampler of `store`, with its disk tier unless `store.disk_tier` is off."""
-        tier = None
-        if store.disk_tier:
-            root = store.cache_dir / "tier" if store.cache_dir else default_tier_dir(store.backend)
-            tier = DiskTier(store.files, root)
-        return cls(store.files, cache_bytes=store.cache_bytes, refresh_seconds=store.refresh_seconds, tier=tier)
 
     def invalidate(self) -> None:
         """Make the next `sample` re-list partitions and segments."""

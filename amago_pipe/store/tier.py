@@ -138,6 +138,11 @@ class DiskTier:
         self.built = 0
         """Tier files this object wrote."""
 
+    @classmethod
+    def for_store(cls, files: StoreFiles, cache_dir: Path | None) -> DiskTier:
+        """The tier of a store: in `cache_dir`/tier, or `default_tier_dir`."""
+        return cls(files, cache_dir / "tier" if cache_dir is not None else default_tier_dir(files.backend))
+
     def path(self, partition: str, segment_id: str) -> Path:
         return self.root / partition / f"{segment_id}.raw"
 

@@ -137,8 +137,7 @@ class TrajectoryStore:
         cache_dir: str | Path | None = None,
     ) -> TrajectoryStore:
         """Open an existing store; StoreFormatError when it is missing, not a store, or of a newer format.
-
-        `cache_bytes`: RAM for decompressed segments; `disk_tier`/`cache_dir`: where the others are read from."""
+        `cache_bytes`, `disk_tier`, `cache_dir`: how `sample` keeps segments (see the attributes)."""
         backend = backend_for(url)
         _check_not_a_file(backend)
         raw = backend.read_bytes("zarr.json")
@@ -371,8 +370,12 @@ class TrajectoryStore:
     def _window_sampler(self) -> WindowSampler:
         if self._sampler is None:
             from amago_pipe.store.sampler import WindowSampler
+            from amago_pipe.store.tier import DiskTier
 
-            self._sampler = WindowSampler.for_store(self)
+            tier = DiskTier.for_store(self.files, self.cache_dir) if self.disk_tier else None
+            self._sampler = WindowSampler(
+                self.files, cache_bytes=self.cache_bytes, refresh_seconds=self.refresh_seconds, tier=tier
+            )
         return self._sampler
 
     def refresh(self) -> None:
