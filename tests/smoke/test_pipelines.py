@@ -20,6 +20,8 @@ OPTIONAL = {
     "metaworld-ml10.yaml": ("metaworld", "metaworld"),
     "babyai-multitask.yaml": ("minigrid", "envs"),
     "atari-multigame.yaml": ("ale_py", "atari"),
+    "procgen-multitask.yaml": ("procgen", "procgen"),
+    "crafter-instructions.yaml": ("crafter", "crafter"),
 }
 """Pipelines that need an optional extra: (the module they import, the extra); skipped when it is missing."""
 
