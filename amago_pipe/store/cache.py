@@ -172,3 +172,7 @@ class SpillCache(SegmentCache):
         self._maps.clear()
         for file in self._files.values():
             file.close()
+
+    def __del__(self) -> None:
+        for file in getattr(self, "_files", {}).values():
+            file.close()

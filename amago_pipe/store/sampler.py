@@ -167,9 +167,9 @@ class WindowSampler:
             self.cache.admit_into(wanted, self._load)
             self.gatherer.cold.forget(live)
             if self.tier is not None:
-                self._admit_spill(wanted)
                 for name in names:
                     self.tier.sweep(name, set(self.indexes[name].ids))
+                self._admit_spill(wanted)
         spill_version = -1 if self.spill is None else self.spill.version
         if self._cache_version != self.cache.version or self._spill_version != spill_version:
             for idx in self.indexes.values():
