@@ -22,6 +22,7 @@ OPTIONAL = {
     "atari-multigame.yaml": ("ale_py", "atari"),
     "procgen-multitask.yaml": ("procgen", "procgen"),
     "crafter-instructions.yaml": ("crafter", "crafter"),
+    "minatar-multigame.yaml": ("gymnax", "gymnax"),
 }
 """Pipelines that need an optional extra: (the module they import, the extra); skipped when it is missing."""
 
