@@ -91,3 +91,17 @@ def test_torch_load_always_has_weights_only() -> None:
 )
 def test_the_torch_load_check_sees_every_spelling(source: str, bad: list[int]) -> None:
     assert unsafe_torch_loads(source) == bad
+
+
+def test_no_import_circles() -> None:
+    """No two modules of the package import each other, directly or through others (annotation-only imports
+    count: they couple the modules all the same)."""
+    grimp = pytest.importorskip("grimp", reason="grimp comes with import-linter (the dev extra)")
+    graph = grimp.build_graph("amago_pipe", include_external_packages=False)
+    circles = sorted(
+        (a, b)
+        for a in graph.modules
+        for b in graph.find_modules_directly_imported_by(a)
+        if a < b and graph.find_shortest_chain(importer=b, imported=a) is not None
+    )
+    assert not circles, f"modules in an import circle (each pair: a imports b, b reaches a): {circles}"
