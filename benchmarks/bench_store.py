@@ -207,7 +207,7 @@ def run_worker(kind: str, path: Path, seconds: float, **extra: object) -> dict[s
 
 
 def mb(x: float) -> str:
-    return f"{x / 1024:,.1f} GB" if x >= 1024 else f"{x:,.0f} MB"
+    return f"{x / 1024:,.1f} GiB" if x >= 1024 else f"{x:,.0f} MiB"
 
 
 def bench_data(name: str, spec: DataSpec, total: int, args: argparse.Namespace, ratios: tuple[float, ...]) -> list:
@@ -260,7 +260,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small data, short timings (a smoke test)")
     parser.add_argument("--dir", type=Path, default=None, help="work directory (default: a temporary one)")
-    parser.add_argument("--vector-steps", type=int, default=1_000_000)
+    parser.add_argument("--vector-steps", type=int, default=1_000_000, help="0: no vector data set")
     parser.add_argument("--image-frames", type=int, nargs="*", default=[200_000],
                         help="one image data set per size; ratios below 4 are skipped where the data exceed RAM/2")  # fmt: skip
     parser.add_argument("--seconds", type=float, default=None, help="sampling time per measurement")
@@ -283,7 +283,7 @@ def main() -> None:
     args.dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     try:
-        rows = bench_data("vector", vector_spec(), args.vector_steps, args, RATIOS)
+        rows = bench_data("vector", vector_spec(), args.vector_steps, args, RATIOS) if args.vector_steps else []
         ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         for frames in args.image_frames:
             big = frames * 28_224 > 0.5 * ram

@@ -25,15 +25,16 @@ from amago_pipe.store.info import SegmentMarker, WindowBatch
 from amago_pipe.store.reader import (
     SegmentVanished,
     check_still_sealed,
-    episode_blocks,
     episode_meta,
     open_segment,
     read_block,
 )
-from amago_pipe.store.tier import DiskTier, TierWarning, big_fields
+from amago_pipe.store.tier import DiskTier, TierWarning, big_fields, row_blocks
 from amago_pipe.store.windows import BALANCES, MODES, PartitionIndex
 
 RETRIES = 8
+LOAD_BLOCK_BYTES = 4 << 20
+"""Segments are decompressed into the arenas this many bytes at a time (zarr's buffers stay small)."""
 
 
 class CacheBudgetWarning(UserWarning):
@@ -238,7 +239,7 @@ class WindowSampler:
         try:
             _, opened = open_segment(self.files, marker)
             arrays = {n: opened[n] for n in dest}
-            for _, _, lo, hi in episode_blocks(self.files, marker):
+            for lo, hi in row_blocks(arrays, marker.info.rows, LOAD_BLOCK_BYTES):
                 for field, value in read_block(self.files, marker, arrays, lo, hi).items():
                     dest[field][lo:hi] = value
             check_still_sealed(self.files, name, sid)

@@ -21,6 +21,7 @@ import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ TRAILER_BYTES = 32
 BIG_FIELD_BYTES = 1024
 """Observation/goal fields with rows at least this large (images) are kept in tier files and read straight into
 the batch; the smaller fields of segments not in RAM live in the sampler's spill arena (cache.py)."""
-BUILD_BLOCK_BYTES = 64 << 20
+BUILD_BLOCK_BYTES = 16 << 20
 FREE_DISK_MARGIN = 1 << 30
 """A tier file is written only while the disk keeps this much free beside it."""
 OPEN_FILES = 128
@@ -199,10 +200,7 @@ class DiskTier:
         try:
             os.ftruncate(fd, layout.size)
             _write_all(fd, layout.header, 0)
-            chunk = max(int(a.chunks[0]) for a in arrays.values())
-            step = max(chunk, (BUILD_BLOCK_BYTES // max(1, sum(layout.row_bytes.values()))) // chunk * chunk)
-            for lo in range(0, marker.info.rows, step):
-                hi = min(marker.info.rows, lo + step)
+            for lo, hi in row_blocks(arrays, marker.info.rows, BUILD_BLOCK_BYTES):
                 for name, value in read_block(self.files, marker, arrays, lo, hi).items():
                     _write_all(fd, np.ascontiguousarray(value), layout.offsets[name] + lo * layout.row_bytes[name])
             check_still_sealed(self.files, marker.info.partition, marker.info.id)
@@ -258,6 +256,14 @@ class DiskTier:
         for tf in self._open.values():
             with contextlib.suppress(OSError):
                 os.close(tf.fd)
+
+
+def row_blocks(arrays: dict[str, Any], rows: int, block_bytes: int) -> list[tuple[int, int]]:
+    """[lo, hi) row ranges of about `block_bytes` over `arrays` together, each a whole number of chunks."""
+    chunk = max(int(a.chunks[0]) for a in arrays.values())
+    row_bytes = sum(int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize for a in arrays.values())
+    step = max(chunk, block_bytes // max(1, row_bytes) // chunk * chunk)
+    return [(lo, min(rows, lo + step)) for lo in range(0, rows, step)]
 
 
 def _open_valid(path: Path, layout: TierLayout) -> int | None:
