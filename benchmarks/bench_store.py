@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -115,9 +116,9 @@ class NpzPerEpisode:
     def write(root: Path, eps: Iterator[Episode]) -> None:
         root.mkdir(parents=True, exist_ok=True)
         for i, ep in enumerate(eps):
-            arrays = {f"obs_{k}": v for k, v in ep.obs.items()}
-            np.savez(root / f"ep_{i:06d}.npz", **arrays, actions=ep.actions, rewards=ep.rewards,
-                     terminated=ep.terminated, truncated=ep.truncated)  # fmt: skip
+            arrays: dict[str, Any] = {f"obs_{k}": v for k, v in ep.obs.items()}
+            arrays |= {k: getattr(ep, k) for k in ("actions", "rewards", "terminated", "truncated")}
+            np.savez(root / f"ep_{i:06d}.npz", **arrays)
 
     def window(self) -> dict[str, np.ndarray]:
         path = self.files[self.rng.integers(len(self.files))]
