@@ -25,6 +25,8 @@ OPTIONAL = {
     "minatar-multigame.yaml": ("gymnax", "gymnax"),
 }
 """Pipelines that need an optional extra: (the module they import, the extra); skipped when it is missing."""
+SLOW = {"minatar-multigame.yaml"}
+"""Smoke runs too long for the default suite (JAX compiles one env per game): `python -m pytest -m slow`."""
 
 
 def test_every_pipeline_has_smoke_overrides():
@@ -33,7 +35,11 @@ def test_every_pipeline_has_smoke_overrides():
     assert not missing, f"add smoke-size overrides for {missing} to tests/smoke/smoke_overrides.yaml"
 
 
-@pytest.mark.parametrize("pipeline", PIPELINES, ids=[p.stem for p in PIPELINES])
+@pytest.mark.parametrize(
+    "pipeline",
+    [pytest.param(p, marks=pytest.mark.slow) if p.name in SLOW else p for p in PIPELINES],
+    ids=[p.stem for p in PIPELINES],
+)
 def test_pipeline_runs_then_skips(amago, tmp_path: Path, pipeline: Path):
     needs, extra = OPTIONAL.get(pipeline.name, ("", ""))
     if needs and importlib.util.find_spec(needs) is None:
