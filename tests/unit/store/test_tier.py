@@ -65,12 +65,12 @@ def _tier_files(url: Path) -> list[Path]:
 
 def test_spill_and_tier_files_give_the_windows_of_ram(tmp_path: Path) -> None:
     url = _store(tmp_path)
-    ram = TrajectoryStore.open(url, cache_bytes=2**30)
+    ram = TrajectoryStore.open(url, disk_tier=True, cache_bytes=2**30)
     expected = _batches(ram)
     row_bytes = sum(f.row_bytes for f in ram.fields.values())
     zarr_only = TrajectoryStore.open(url, cache_bytes=0, disk_tier=False)
-    half = TrajectoryStore.open(url, cache_bytes=150 * row_bytes)
-    none = TrajectoryStore.open(url, cache_bytes=0)
+    half = TrajectoryStore.open(url, disk_tier=True, cache_bytes=150 * row_bytes)
+    none = TrajectoryStore.open(url, disk_tier=True, cache_bytes=0)
     for store in (zarr_only, half, none):
         _assert_same(expected, _batches(store))
     segments = len(ram.segments("protected")) + len(ram.segments("fifo"))
@@ -80,22 +80,22 @@ def test_spill_and_tier_files_give_the_windows_of_ram(tmp_path: Path) -> None:
     assert 0 < counts["ram"] < segments and counts["tier"] == segments - counts["ram"]
     assert len(_tier_files(url)) == segments
     assert os.listdir(url / ".cache" / "spill") == []  # the spill arena's files have no names
-    again = TrajectoryStore.open(url, cache_bytes=0)  # another process finds the files and reuses them
+    again = TrajectoryStore.open(url, disk_tier=True, cache_bytes=0)  # another process finds the files and reuses them
     _assert_same(expected, _batches(again))
     assert again._sampler is not None and again._sampler.tier is not None and again._sampler.tier.built == 0
 
 
 def test_torn_tier_files_are_rebuilt_and_a_file_cut_short_while_open_is_read_from_zarr(tmp_path: Path) -> None:
     url = _store(tmp_path)
-    expected = _batches(TrajectoryStore.open(url, cache_bytes=2**30))
-    TrajectoryStore.open(url, cache_bytes=0).warm()
+    expected = _batches(TrajectoryStore.open(url, disk_tier=True, cache_bytes=2**30))
+    TrajectoryStore.open(url, disk_tier=True, cache_bytes=0).warm()
     files = _tier_files(url)
     original = {p: p.read_bytes() for p in files}
     with open(files[0], "r+b") as f:  # what a power loss can leave of a file renamed before its data reached disk
         f.truncate(len(original[files[0]]) // 2)
     files[1].write_bytes(original[files[1]][:-TRAILER_BYTES] + b"\0" * TRAILER_BYTES)  # no trailer
     files[2].write_bytes(b"\0" * len(original[files[2]]))  # the right size, zeros
-    fresh = TrajectoryStore.open(url, cache_bytes=0)
+    fresh = TrajectoryStore.open(url, disk_tier=True, cache_bytes=0)
     _assert_same(expected, _batches(fresh))
     assert fresh._sampler is not None and fresh._sampler.tier is not None and fresh._sampler.tier.built == 3
     assert {p: p.read_bytes() for p in _tier_files(url)} == original
@@ -119,7 +119,7 @@ def test_a_build_that_fails_leaves_no_tier_file_and_dead_builders_temp_files_are
 
     monkeypatch.setattr(tier, "read_block", failing)
     with pytest.raises(RuntimeError, match="killed mid-build"):
-        TrajectoryStore.open(url, cache_bytes=0).warm()
+        TrajectoryStore.open(url, disk_tier=True, cache_bytes=0).warm()
     assert calls and not [p for p in (url / ".cache" / "tier").rglob("*") if p.is_file()]
     monkeypatch.undo()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -129,13 +129,13 @@ def test_a_build_that_fails_leaves_no_tier_file_and_dead_builders_temp_files_are
     os.utime(stale, (1.0, 1.0))
     mine = stale.with_name(f".tmp-{os.getpid()}-0000-y.raw")  # a live builder's: kept
     mine.write_bytes(b"half")
-    TrajectoryStore.open(url, cache_bytes=0).warm()
+    TrajectoryStore.open(url, disk_tier=True, cache_bytes=0).warm()
     assert not stale.exists() and mine.exists() and len(_tier_files(url)) == 5  # 4 protected + 1 fifo segments
 
 
 def test_dropped_segments_lose_their_tier_files(tmp_path: Path) -> None:
     url = _store(tmp_path)
-    store = TrajectoryStore.open(url, cache_bytes=0)
+    store = TrajectoryStore.open(url, disk_tier=True, cache_bytes=0)
     store.warm()
     first = store.segments("protected")[0].id
     store.drop_segments("protected", [first])
@@ -148,20 +148,22 @@ def test_a_budget_smaller_than_a_segment_warns_with_the_size_it_needs(tmp_path: 
     url = _store(tmp_path)
     with pytest.warns(CacheBudgetWarning, match=r"cache_bytes=100 is smaller than segment \w+/\S+ \([\d,]+ bytes "
                       r"decompressed\).*give TrajectoryStore.open\(\.\.\., cache_bytes=[\d,]+\) or more"):  # fmt: skip
-        TrajectoryStore.open(url, cache_bytes=100).sample(4, 4, rng=np.random.default_rng(0))
+        TrajectoryStore.open(url, disk_tier=True, cache_bytes=100).sample(4, 4, rng=np.random.default_rng(0))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        TrajectoryStore.open(url, cache_bytes=0).sample(4, 4, rng=np.random.default_rng(0))  # 0: no RAM, on purpose
-        TrajectoryStore.open(url, cache_bytes=2**30).sample(4, 4, rng=np.random.default_rng(0))
+        TrajectoryStore.open(url, disk_tier=True, cache_bytes=0).sample(
+            4, 4, rng=np.random.default_rng(0)
+        )  # 0: no RAM, on purpose
+        TrajectoryStore.open(url, disk_tier=True, cache_bytes=2**30).sample(4, 4, rng=np.random.default_rng(0))
     with pytest.raises(DataError, match=r"cache_bytes must be an integer >= 0 .*got -1"):
-        TrajectoryStore.open(url, cache_bytes=-1)
+        TrajectoryStore.open(url, disk_tier=True, cache_bytes=-1)
 
 
 def test_an_unusable_cache_dir_warns_and_reads_zarr(tmp_path: Path) -> None:
     url = _store(tmp_path)
-    expected = _batches(TrajectoryStore.open(url, cache_bytes=2**30))
+    expected = _batches(TrajectoryStore.open(url, disk_tier=True, cache_bytes=2**30))
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the cache folder would go")
-    store = TrajectoryStore.open(url, cache_bytes=0, cache_dir=blocker)
+    store = TrajectoryStore.open(url, disk_tier=True, cache_bytes=0, cache_dir=blocker)
     with pytest.warns(TierWarning, match=r"no spill arena in .*not-a-dir.*read from zarr"):
         _assert_same(expected, _batches(store))
