@@ -213,8 +213,10 @@ def mb(x: float) -> str:
 
 def bench_data(name: str, spec: DataSpec, total: int, args: argparse.Namespace, ratios: tuple[float, ...]) -> list:
     """Rows for one data set: append, the store at each ratio, the npz baseline and (when it fits) the in-RAM limit."""
-    path = args.dir / f"{name}.zarr"
-    shutil.rmtree(path, ignore_errors=True)
+    path, npz_dir = args.dir / f"{name}.zarr", args.dir / f"{name}-npz"
+    for made in (path, npz_dir):  # written and deleted by this run only: never a folder that was there before
+        if made.exists():
+            raise SystemExit(f"bench_store: {made} already exists; give --dir an empty folder (or remove it)")
     store = TrajectoryStore.create(path, spec)
     seg = 100_000 if "pixels" not in spec.observations else 10_000
     t0 = time.perf_counter()
@@ -238,7 +240,6 @@ def bench_data(name: str, spec: DataSpec, total: int, args: argparse.Namespace, 
         print(f"[{name}] ratio {ratio}: {measured[-1][2]}", file=sys.stderr)
     if not args.keep_tier:
         shutil.rmtree(path / ".cache", ignore_errors=True)
-    npz_dir = args.dir / f"{name}-npz"
     NpzPerEpisode.write(npz_dir, episodes(spec, total))
     npz = run_worker("npz", npz_dir, args.seconds)
     shutil.rmtree(npz_dir, ignore_errors=True)
