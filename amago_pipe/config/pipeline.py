@@ -45,6 +45,27 @@ class PartitionSettings:
 
 
 @config
+class StoreCacheConfig:
+    """How a training process keeps the store's segments for sampling; results are the same whatever the setting."""
+
+    ram_gib: float = 1.0
+    """GiB of RAM for decompressed segments (0: none held in RAM)."""
+    disk_tier: bool = True
+    """Keep what does not fit `ram_gib` in uncompressed local files (a mapped spill arena and, for images, one file
+    per segment) instead of reading zarr (~1 ms a read); false: read zarr."""
+    dir: str | None = None
+    """Where those files live; null: `<store>/.cache` for a local store, a user cache folder for a remote one."""
+
+    def __post_init__(self) -> None:
+        if not self.ram_gib >= 0:
+            raise FieldError("ram_gib", f"must be a number of GiB >= 0, got {self.ram_gib}")
+
+    @property
+    def ram_bytes(self) -> int:
+        return int(self.ram_gib * 2**30)
+
+
+@config
 class StoreConfig:
     """The shared trajectory store and the settings of its partitions."""
 
@@ -52,6 +73,8 @@ class StoreConfig:
     """Path or URL of the store (any URL zarr and fsspec understand)."""
     partitions: dict[str, PartitionSettings] = field(default_factory=dict)
     """Per-partition settings, e.g. `{fifo: {capacity_timesteps: 200000}}`."""
+    cache: StoreCacheConfig = field(default_factory=StoreCacheConfig)
+    """How training keeps segments for sampling, e.g. `{ram_gib: 8, disk_tier: true}`."""
 
     def __post_init__(self) -> None:
         protected = self.partitions.get("protected")
@@ -104,3 +127,8 @@ class PipelineConfig:
     def partition_settings(self) -> dict[str, PartitionSettings]:
         """Settings of the partitions named under `store: {partitions: ...}`."""
         return dict(self.store.partitions) if isinstance(self.store, StoreConfig) else {}
+
+    @property
+    def store_cache(self) -> StoreCacheConfig:
+        """The `store: {cache: ...}` settings (the defaults for `store: PATH`)."""
+        return self.store.cache if isinstance(self.store, StoreConfig) else StoreCacheConfig()

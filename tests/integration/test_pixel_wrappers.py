@@ -15,7 +15,7 @@ WRAPPERS = """[{type: "pixel_env:Invert", kwargs: {offset: 3}}, {type: resize, s
 PIPELINE = """\
 version: 1
 name: pix
-store: store.zarr
+store: {{path: store.zarr, cache: {{ram_gib: 0}}}}  # train samples through the disk tier
 stages:
   collect:
     type: collect
@@ -53,6 +53,7 @@ def test_wrappers_reach_the_store_the_export_and_play(tmp_path: Path, amago: Any
     write(tmp_path)
     amago("run", "p.yaml", check=True, timeout=300)
     spec = TrajectoryStore.open(str(tmp_path / "store.zarr")).spec
+    assert (tmp_path / "store.zarr/.cache/spill").is_dir()  # `cache: {ram_gib: 0}` reached the train's sampler
     obs = spec.observations["observation"]
     assert (obs.shape, obs.dtype) == ((12, 12, 2), "uint8")  # what the agent sees, stored as uint8
     assert [t["type"] for t in spec.transforms or []] == ["pixel_env:Invert", "resize", "grayscale", "frame_stack"]

@@ -70,7 +70,10 @@ class TrainStage(Stage):
 
             with make_batched_env(cfg.online.env, where=f"stages.{self.ctx.name}.online.env") as env:
                 TrajectoryStore.create(self.ctx.store, env.spec, exist_ok=True)
-        store = TrajectoryStore.open(self.ctx.store)
+        cache = self.ctx.pipeline.store_cache
+        store = TrajectoryStore.open(
+            self.ctx.store, cache_bytes=cache.ram_bytes, disk_tier=cache.disk_tier, cache_dir=cache.dir
+        )
         self.ctx.configure_store(store)
         return store
 

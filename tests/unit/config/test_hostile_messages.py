@@ -57,6 +57,12 @@ def test_store_partition_mistakes_say_what_is_wrong(tmp_path: Path, partitions: 
     assert len(info.value.problems) == 1
 
 
+def test_a_negative_store_cache_is_refused_with_its_path(tmp_path: Path):
+    text = f"{HEAD}store:\n  path: s.zarr\n  cache: {{ram_gib: -1}}\n{TRAIN}"
+    with pytest.raises(ConfigError, match=r"store\.cache\.ram_gib: must be a number of GiB >= 0, got -1"):
+        _load(tmp_path, text)
+
+
 def test_schedule_without_steps_names_the_missing_key(tmp_path: Path):
     online = "    partitions: {fifo: 1.0}\n    online:\n      env: {id: CartPole-v1}\n"
     text = f"{HEAD}{TRAIN}{online}      exploration: {{type: egreedy, epsilon: {{start: 1.0, end: 0.05}}}}\n"

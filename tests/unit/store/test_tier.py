@@ -167,3 +167,35 @@ def test_an_unusable_cache_dir_warns_and_reads_zarr(tmp_path: Path) -> None:
     store = TrajectoryStore.open(url, disk_tier=True, cache_bytes=0, cache_dir=blocker)
     with pytest.warns(TierWarning, match=r"no spill arena in .*not-a-dir.*read from zarr"):
         _assert_same(expected, _batches(store))
+
+
+def test_a_segment_evicted_while_the_spill_arena_fills_is_not_served_half_empty(tmp_path: Path) -> None:
+    """A segment held in RAM that vanishes before the spill arena loads it: its windows must not take their small
+    fields (rewards, actions) from the spill arena, which holds nothing for it (they came back all zeros)."""
+    url = tmp_path / "s.zarr"
+    writer = TrajectoryStore.create(url, SPEC)
+    rng = np.random.default_rng(0)
+    with writer.writer("fifo", segment_timesteps=10) as w:
+        w.add(random_episode(SPEC, 10, rng))
+    row_bytes = sum(f.row_bytes for f in writer.fields.values())
+    reader = TrajectoryStore.open(url, disk_tier=True, cache_bytes=20 * row_bytes, refresh_seconds=0.0)
+    reader.sample(4, 4, rng=np.random.default_rng(0))  # the first segment, in RAM; nothing spilled yet
+    first = writer.segments("fifo")[0].id
+    with writer.writer("fifo", segment_timesteps=200) as w:
+        w.add(random_episode(SPEC, 200, rng))  # too big for RAM: the spill arena opens
+    sampler = reader._sampler
+    assert sampler is not None
+    real_load = sampler._load
+
+    def evicted_meanwhile(key: str, dest: dict[str, np.ndarray]) -> bool:
+        if key.endswith(first) and sampler.spill is not None and key.startswith("fifo/"):
+            writer.drop_segments("fifo", [first])  # another process's eviction, between listing and loading
+        return real_load(key, dest)
+
+    sampler._load = evicted_meanwhile  # type: ignore[method-assign]
+    warnings.simplefilter("ignore", CacheBudgetWarning)  # the second segment is bigger than RAM on purpose
+    for seed in range(20):
+        batch = reader.sample(16, 8, rng=np.random.default_rng(seed))
+        for b in range(batch.batch_size):
+            n = int(batch.mask[b].sum())
+            assert np.any(batch.obs["state"][b, : n + 1] != 0), f"a window of all-zero observations (seed {seed})"
