@@ -1,5 +1,5 @@
 """A small pixel env for the env-wrapper tests (`factory: pixel_env:make_pixel_env`, importable in CLI subprocesses
-through tests/ on PYTHONPATH), and a plugin wrapper (`type: pixel_env:Invert`)."""
+through tests/ on PYTHONPATH; registered as `pixel_env:PixelSide-v0`), and a plugin wrapper (`type: pixel_env:Invert`)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,9 @@ class PixelSideEnv(gym.Env):  # type: ignore[type-arg]
 
 def make_pixel_env(size: int = 24, length: int = 6) -> PixelSideEnv:
     return PixelSideEnv(size=size, length=length)
+
+
+gym.register("PixelSide-v0", entry_point=make_pixel_env)  # `pixel_env:PixelSide-v0` for the CLI's ENV_ID
 
 
 class Invert(gym.ObservationWrapper):  # type: ignore[type-arg]

@@ -61,6 +61,14 @@ OPTIONS = [
         help="Keep only these keys of a Dict observation (e.g. image,direction for MiniGrid).",
     ),
     click.option(
+        "--wrapper",
+        "wrappers",
+        multiple=True,
+        metavar="TYPE|{type: TYPE, ...}",
+        help="Env wrapper, applied in order (repeatable): a type (atari, grayscale, pkg.mod:Name) or a YAML mapping, "
+        "e.g. --wrapper atari --wrapper '{type: frame_stack, k: 4}'. What they return is what is stored.",
+    ),
+    click.option(
         "--env-kwarg",
         "env_kwargs",
         multiple=True,
@@ -131,6 +139,8 @@ def collect(obj: Verbosity | None, **opts: Any) -> None:
         env["obs_keys"] = parse_obs_keys(opts["obs_keys"])
     if opts["env_kwargs"]:
         env["kwargs"] = parse_key_values(opts["env_kwargs"], "--env-kwarg", "render_mode=rgb_array")
+    if opts["wrappers"]:
+        env["wrappers"] = [parse_wrapper(text) for text in opts["wrappers"]]
     data: dict[str, Any] = {
         "env": env,
         "policies": [{"policy": _policy(opts["policy"], opts["exploration"]), "episodes": opts["episodes"]}],
@@ -150,6 +160,7 @@ FOLLOW_IGNORES = {
     "env_kwargs": "--env-kwarg",
     "obs_keys": "--obs-keys",
     "max_episode_steps": "--max-episode-steps",
+    "wrappers": "--wrapper",
 }
 """Options a follower takes from the followed stage's config instead (refused beside --follow)."""
 
@@ -168,6 +179,19 @@ def _check_follow_options(opts: dict[str, Any]) -> None:
             "stage's policy, env and exploration and writes its online partition (only --stage, --store, --n-envs "
             "and --seed apply); drop them"
         )
+
+
+def parse_wrapper(text: str) -> dict[str, Any]:
+    """`--wrapper` value: a bare type (`atari`, `pkg.mod:Name`) or a YAML mapping with `type`."""
+    from amago_pipe.config.yaml_io import parse_scalar
+
+    value = parse_scalar(text) if text.lstrip().startswith("{") else {"type": text.strip()}
+    if not isinstance(value, dict) or not value.get("type"):
+        raise ConfigError(
+            f"collect --wrapper: '{text}' is neither a wrapper type nor a mapping with `type`; write e.g. "
+            "--wrapper atari or --wrapper '{type: frame_stack, k: 4}'"
+        )
+    return value
 
 
 def env_mode(env_id: str, mode: str | None) -> str:

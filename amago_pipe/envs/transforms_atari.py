@@ -52,7 +52,8 @@ def make_kwargs(
         at = f"{where}.{i}"
         if isinstance(cfg, AtariConfig):
             require_ale(at)
-            entry = str(gym.spec(env_id).entry_point) if env_id in gym.registry else ""
+            registered = env_id.rsplit(":", 1)[-1]  # gymnasium's `module:ID` form (ale_py:ALE/Pong-v5) names ID
+            entry = str(gym.spec(registered).entry_point) if registered in gym.registry else ""
             if not entry.startswith("ale_py"):
                 raise ConfigError(
                     f"{at} (atari): wraps ALE envs (ale-py ids such as ALE/Pong-v5); '{env_id}' is not one (leave "

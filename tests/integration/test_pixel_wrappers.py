@@ -89,3 +89,15 @@ def test_an_evaluate_env_with_other_wrappers_is_refused_before_anything_runs(tmp
         and "stages.eval.env.wrappers.1.type: unknown wrapper 'reszie'" in proc.stdout + proc.stderr
     )
     assert "did you mean 'resize'?" in proc.stdout + proc.stderr
+
+
+def test_collect_cli_applies_wrappers_in_order_and_refuses_a_bad_one(tmp_path: Path, amago: Any) -> None:
+    base = ("collect", "pixel_env:PixelSide-v0", "--episodes", "2", "--n-envs", "1", "--store", "c.zarr")
+    amago(*base, "--wrapper", "{type: resize, size: [8, 8]}", "--wrapper", "grayscale", check=True)
+    spec = TrajectoryStore.open(str(tmp_path / "c.zarr")).spec
+    assert spec.observations["observation"].shape == (8, 8, 1)
+    assert [t["type"] for t in spec.transforms or []] == ["resize", "grayscale"]
+    proc = amago(*base[:-1], "d.zarr", "--wrapper", "{size: [8, 8]}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "collect --wrapper: '{size: [8, 8]}' is neither" in out, out
+    assert "Traceback" not in out and not (tmp_path / "d.zarr").exists()

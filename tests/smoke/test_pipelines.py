@@ -23,9 +23,10 @@ OPTIONAL = {
     "procgen-multitask.yaml": ("procgen", "procgen"),
     "crafter-instructions.yaml": ("crafter", "crafter"),
     "minatar-multigame.yaml": ("gymnax", "gymnax"),
+    "minatar-breakout.yaml": ("gymnax", "gymnax"),
 }
 """Pipelines that need an optional extra: (the module they import, the extra); skipped when it is missing."""
-SLOW = {"minatar-multigame.yaml"}
+SLOW = {"minatar-multigame.yaml", "minatar-breakout.yaml"}
 """Smoke runs too long for the default suite (JAX compiles one env per game): `python -m pytest -m slow`."""
 
 

@@ -71,3 +71,10 @@ def test_an_env_that_skips_frames_itself_or_conflicting_kwargs_are_refused() -> 
         ConfigError, match=r"env\.wrappers\.0\.frame_skip: the env already skips frames \(frameskip=4\)"
     ):
         EnvFactory.from_config(cfg, where="env")()
+
+
+def test_gymnasiums_module_prefixed_id_is_an_ale_env() -> None:
+    cfg = build_strict(EnvConfig, {"id": "ale_py:ALE/Pong-v5", "wrappers": [{"type": "atari"}]})  # the CLI's form
+    env = EnvFactory.from_config(cfg, where="env")()
+    assert env.unwrapped.ale.getInt("frame_skip") == 1  # made with frameskip=1: the wrapper repeats actions
+    env.close()
