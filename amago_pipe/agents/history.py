@@ -11,6 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from amago_pipe.nets.onednn_linear import Linear
+
 
 def earlier_steps(obs_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """For each step t of (B, T) windows: k drawn uniformly from 1..t, the source step t - k, and which steps count.
@@ -29,7 +31,7 @@ class HistoryHead(nn.Module):
     def __init__(self, d_state: int, d_embedding: int, max_len: int, *, d_hidden: int = 128):
         super().__init__()
         self.offset = nn.Embedding(max_len, d_state)
-        self.net = nn.Sequential(nn.Linear(d_state, d_hidden), nn.LeakyReLU(), nn.Linear(d_hidden, d_embedding))
+        self.net = nn.Sequential(Linear(d_state, d_hidden), nn.LeakyReLU(), Linear(d_hidden, d_embedding))
 
     def loss(self, states: torch.Tensor, features: torch.Tensor, obs_mask: torch.Tensor) -> torch.Tensor:
         """Mean squared error over the valid steps t >= 1 of the windows.

@@ -11,6 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from amago_pipe.nets.onednn_linear import Linear
+from amago_pipe.nets.onednn_linear import linear as fast_linear
+
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "leaky_relu": nn.LeakyReLU,
     "gelu": nn.GELU,
@@ -83,12 +86,12 @@ class SigmaReparamLinear(nn.Module):
             return self.weight * (self.gamma / sigma)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(x, self.effective_weight(), self.bias)
+        return fast_linear(x, self.effective_weight(), self.bias)
 
 
 def linear(d_in: int, d_out: int, *, sigma_reparam: bool = False, bias: bool = True) -> nn.Module:
-    """`nn.Linear`, or `SigmaReparamLinear` when asked."""
-    return SigmaReparamLinear(d_in, d_out, bias) if sigma_reparam else nn.Linear(d_in, d_out, bias=bias)
+    """`Linear` (`nn.Linear` on oneDNN), or `SigmaReparamLinear` when asked."""
+    return SigmaReparamLinear(d_in, d_out, bias) if sigma_reparam else Linear(d_in, d_out, bias=bias)
 
 
 def mlp(
@@ -105,11 +108,11 @@ def mlp(
     layers: list[nn.Module] = []
     width = d_in
     for _ in range(n_layers):
-        layers += [nn.Linear(width, d_hidden), norm_layer(hidden_norm, d_hidden), activation(act)]
+        layers += [Linear(width, d_hidden), norm_layer(hidden_norm, d_hidden), activation(act)]
         if dropout > 0:
             layers.append(nn.Dropout(dropout))
         width = d_hidden
-    layers.append(nn.Linear(width, d_out))
+    layers.append(Linear(width, d_out))
     return nn.Sequential(*layers)
 
 

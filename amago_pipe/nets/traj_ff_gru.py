@@ -11,6 +11,7 @@ from torch import nn
 from amago_pipe.config.nets import FFTrajConfig, GruConfig
 from amago_pipe.nets.base import TrajEncoder, TrajState, check_done_mask, check_sequence
 from amago_pipe.nets.layers import activation, norm_layer
+from amago_pipe.nets.onednn_linear import Linear
 
 
 class _ResidualMlpBlock(nn.Module):
@@ -20,10 +21,10 @@ class _ResidualMlpBlock(nn.Module):
         super().__init__()
         self.norm = norm_layer(norm, d_model)
         self.ff = nn.Sequential(
-            nn.Linear(d_model, 4 * d_model),
+            Linear(d_model, 4 * d_model),
             activation(act),
             nn.Dropout(dropout),
-            nn.Linear(4 * d_model, d_model),
+            Linear(4 * d_model, d_model),
             nn.Dropout(dropout),
         )
 
@@ -37,7 +38,7 @@ class FFTrajEncoder(TrajEncoder):
     def __init__(self, *, d_in: int, max_seq_len: int, cfg: FFTrajConfig):
         super().__init__()
         self.d_in, self.out_dim = d_in, cfg.d_model
-        self.inp = nn.Linear(d_in, cfg.d_model)
+        self.inp = Linear(d_in, cfg.d_model)
         self.blocks = nn.ModuleList(
             _ResidualMlpBlock(cfg.d_model, cfg.activation, cfg.norm, cfg.dropout) for _ in range(cfg.n_layers)
         )

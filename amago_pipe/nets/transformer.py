@@ -12,6 +12,7 @@ from amago_pipe.nets.attention import CausalSelfAttention
 from amago_pipe.nets.base import TrajEncoder, TrajState, check_done_mask, check_sequence
 from amago_pipe.nets.kv_cache import AttentionPlan, cache_from_full, empty_cache, plan_cached, plan_full, reset_cache
 from amago_pipe.nets.layers import activation, linear, norm_layer
+from amago_pipe.nets.onednn_linear import Linear
 from amago_pipe.nets.positions import LearnedTimeEmbedding, Rotary, SinusoidalTimeEmbedding
 
 
@@ -59,7 +60,7 @@ class TransformerTrajEncoder(TrajEncoder):
         self.n_layers, self.n_heads = cfg.n_layers, cfg.n_heads
         self.head_dim = cfg.d_model // cfg.n_heads
         self.window = min(cfg.window or max_seq_len, max_seq_len)
-        self.inp = nn.Linear(d_in, cfg.d_model)
+        self.inp = Linear(d_in, cfg.d_model)
         self.time_emb: nn.Module | None = None
         self.rotary: Rotary | None = None
         if cfg.pos_emb == "fixed":

@@ -23,6 +23,7 @@ from amago_pipe.nets.obs_features import (
     plan_keys,
     vector_features,
 )
+from amago_pipe.nets.onednn_linear import Linear
 from amago_pipe.spec import DataSpec
 
 POOLED = 4
@@ -102,16 +103,16 @@ class CnnTstepEncoder(TstepEncoder):
             cnn = build_cnn(p.cnn, p.image_chw, act=cfg.activation, impala_channels=cfg.impala_channels)
             self.cnns[_safe(p.key)] = cnn
             self.img_heads[_safe(p.key)] = nn.Sequential(
-                nn.Linear(cnn.out_dim, cfg.img_features), activation(cfg.activation)
+                Linear(cnn.out_dim, cfg.img_features), activation(cfg.activation)
             )
         vec_dim = sum(p.width for p in self.vector_plans)
         text_dim = self.text.width if self.text is not None else 0
         self.vec_norm: nn.Module = RunningNorm(vec_dim) if cfg.normalize_vectors and vec_dim else nn.Identity()
         self.vec_head = nn.Sequential(
-            nn.Linear(vec_dim + text_dim + self.rl2_dim, cfg.vector_features), activation(cfg.activation)
+            Linear(vec_dim + text_dim + self.rl2_dim, cfg.vector_features), activation(cfg.activation)
         )
         merged = cfg.img_features * len(self.image_plans) + cfg.vector_features
-        self.merge = nn.Linear(merged, cfg.d_output)
+        self.merge = Linear(merged, cfg.d_output)
         self.out_norm = norm_layer(cfg.out_norm, cfg.d_output)
         self.out_dim = cfg.d_output
         self.feature_dim = vec_dim + sum(p.image_chw[0] * POOLED**2 for p in self.image_plans)
