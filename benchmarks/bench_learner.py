@@ -135,54 +135,67 @@ def _configs(c: dict[str, Any], history_coeff: float | None) -> tuple[Any, Any]:
     return agent_cfg, ModelConfig(tstep_encoder=tstep, traj_encoder=traj)
 
 
-def run_one(
-    name: str, threads: int, updates: int, device: str = "cpu", bf16: bool = False, history_coeff: float | None = None
-) -> dict[str, Any]:
-    """Measure one configuration in this process (`bf16`: autocast on the GPU, as `mixed_precision: bf16`)."""
-    import contextlib
-
+def setup(
+    name: str, tmp: Path, device: str = "cpu", history_coeff: float | None = None, agent_overrides: Any = None
+) -> tuple[Any, Any, Any, list[Any]]:
+    """(agent, optimizer, loader, 4 pre-sampled batches) of one configuration, its store in `tmp`; `agent_overrides`
+    (AgentConfig -> AgentConfig) adjusts the agent config first."""
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
 
     from amago_pipe.data.loader import BatchLoader
     from amago_pipe.train.optim import make_optimizer
     from amago_pipe.train.runtime import build_agent
 
     c = CONFIGS[name]
-    torch.set_num_threads(threads)
     torch.manual_seed(0)
     agent_cfg, model = _configs(c, history_coeff)
+    agent_cfg = agent_overrides(agent_cfg) if agent_overrides is not None else agent_cfg
+    store = _store(tmp / "s.zarr", c["kind"])
+    agent = build_agent(agent_cfg, model, store.spec, max_seq_len=c["L"]).to(device)
+    opt = make_optimizer(agent, lr=1e-4, weight_decay=1e-4)
+    loader = BatchLoader(store, batch_size=BATCH, seq_len=c["L"], partitions={"protected": 1.0}, seed=0, threaded=False)
+    return agent, opt, loader, [next(loader).to(device) for _ in range(4)]
+
+
+def update(agent: Any, opt: Any, batch: Any, autocast: Any = None) -> None:
+    """One gradient step as the learner takes it (`autocast`: a context for the forward, e.g. bf16)."""
+    import contextlib
+
+    import torch
+
+    with autocast or contextlib.nullcontext():
+        losses, _ = agent(batch)
+    loss = sum(losses.values())
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
+    opt.step()
+    agent.update_targets()
+
+
+def run_one(
+    name: str, threads: int, updates: int, device: str = "cpu", bf16: bool = False, history_coeff: float | None = None
+) -> dict[str, Any]:
+    """Measure one configuration in this process (`bf16`: autocast on the GPU, as `mixed_precision: bf16`)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    c = CONFIGS[name]
+    torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
-        store = _store(Path(tmp) / "s.zarr", c["kind"])
-        agent = build_agent(agent_cfg, model, store.spec, max_seq_len=c["L"]).to(device)
-        opt = make_optimizer(agent, lr=1e-4, weight_decay=1e-4)
-        loader = BatchLoader(
-            store, batch_size=BATCH, seq_len=c["L"], partitions={"protected": 1.0}, seed=0, threaded=False
-        )
-        batches = [next(loader).to(device) for _ in range(4)]
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-
-        def update(i: int) -> None:
-            with autocast:
-                losses, _ = agent(batches[i % len(batches)])
-            loss = sum(losses.values())
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
-            opt.step()
-            agent.update_targets()
-
+        agent, opt, loader, batches = setup(name, Path(tmp), device, history_coeff)
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else None
         with FlopCounterMode(display=False) as counter:
-            update(0)
+            update(agent, opt, batches[0], autocast)
         flops = counter.get_total_flops()
         for i in range(2):
-            update(i)
+            update(agent, opt, batches[i], autocast)
         _sync(device)
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
         for i in range(updates):
-            update(i)
+            update(agent, opt, batches[i % len(batches)], autocast)
         _sync(device)
         seconds = (time.perf_counter() - start) / updates
         sample_start = time.perf_counter()
