@@ -5,9 +5,13 @@ Leaf module: imports nothing from the package. The CLI maps these to exit codes 
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import importlib
+import io
 import re
 from pathlib import Path
+from typing import Any
 
 
 class AmagoPipeError(Exception):
@@ -91,6 +95,19 @@ class MissingDependencyError(AmagoPipeError):
     """An optional package is needed for what was asked; the message gives the install hint."""
 
     exit_code = 4
+
+
+def import_optional(module: str, *, needs: str, package: str, install: str, quiet: bool = False) -> Any:
+    """`importlib.import_module(module)`, or MissingDependencyError "`needs` the optional package '`package`', which
+    cannot be imported (why); install it with: `install`" (`needs` names the key and who needs it, e.g. "env:
+    Crafter needs"). `quiet` drops what the import prints to stderr (old gym's deprecation banner)."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) if quiet else contextlib.nullcontext():
+            return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"{needs} the optional package '{package}', which cannot be imported ({e}); install it with: {install}"
+        ) from e
 
 
 class LockError(AmagoPipeError):

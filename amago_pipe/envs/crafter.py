@@ -11,8 +11,6 @@ Needs the `crafter` extra; imported only when used. gymnasium + numpy, no torch.
 
 from __future__ import annotations
 
-import contextlib
-import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from amago_pipe.envs.text import TokenIds
-from amago_pipe.errors import ConfigError, MissingDependencyError, did_you_mean
+from amago_pipe.errors import ConfigError, MissingDependencyError, did_you_mean, import_optional
 from amago_pipe.tokens import FIRST_WORD_ID, PAD_ID, TOKEN_DTYPE, TextSpec
 
 INSTALL_HINT = "pip install 'amago-pipe[crafter]'"
@@ -43,14 +41,9 @@ GOAL_KEY = "amago_pipe/goal_{}"
 
 def _crafter() -> Any:
     """The crafter module (where old gym is installed, its import banner on stderr is dropped)."""
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            import crafter
-    except ImportError as e:
-        raise MissingDependencyError(
-            f"env: Crafter needs the optional package 'crafter', which cannot be imported ({e}); install it with: "
-            f"{INSTALL_HINT}"
-        ) from e
+    crafter = import_optional(
+        "crafter", needs="env: Crafter needs", package="crafter", install=INSTALL_HINT, quiet=True
+    )
     if tuple(crafter.constants.achievements) != ACHIEVEMENTS:
         raise MissingDependencyError(
             f"env: this crafter ({getattr(crafter, '__version__', '?')}) has other achievements than crafter 1.8's; "

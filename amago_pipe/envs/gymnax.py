@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from amago_pipe.config.build import describe
-from amago_pipe.errors import ConfigError, MissingDependencyError, did_you_mean
+from amago_pipe.errors import ConfigError, did_you_mean, import_optional
 
 INSTALL_HINT = 'pip install -e ".[gymnax]" (or: pip install gymnax six)'
 NAMESPACE = "gymnax"
@@ -27,14 +27,7 @@ NAMESPACE = "gymnax"
 
 
 def _gymnax() -> Any:
-    try:
-        import gymnax
-    except ImportError as e:
-        raise MissingDependencyError(
-            f"env: gymnax tasks need the optional packages 'gymnax' and 'jax', which cannot be imported ({e}); "
-            f"install them with: {INSTALL_HINT}"
-        ) from e
-    return gymnax
+    return import_optional("gymnax", needs="env: gymnax tasks need", package="gymnax", install=INSTALL_HINT)
 
 
 def register_gymnax_envs() -> None:

@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 
 from amago_pipe.envs.builtin.kshot import KEEP_TASK, KShot
-from amago_pipe.errors import ConfigError, MissingDependencyError, did_you_mean
+from amago_pipe.errors import ConfigError, did_you_mean, import_optional
 
 INSTALL_HINT = "pip install 'amago-pipe[metaworld]'  (metaworld and mujoco)"
 DEFAULT_ATTEMPT_STEPS = 150
@@ -28,13 +28,9 @@ DEFAULT_ATTEMPT_STEPS = 150
 @lru_cache(maxsize=64)
 def _ml1(env_name: str, seed: int) -> Any:
     """Meta-World's ML1 benchmark of one env class: its train and test goals (seconds to build, so cached)."""
-    try:
-        import metaworld
-    except ImportError as e:
-        raise MissingDependencyError(
-            f"env: Meta-World tasks need the optional package 'metaworld', which cannot be imported ({e}); "
-            f"install it with: {INSTALL_HINT}"
-        ) from e
+    metaworld = import_optional(
+        "metaworld", needs="env: Meta-World tasks need", package="metaworld", install=INSTALL_HINT
+    )
     if env_name not in metaworld.ALL_V3_ENVIRONMENTS:
         known = sorted(metaworld.ALL_V3_ENVIRONMENTS)
         raise ConfigError(

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from amago_pipe.errors import ConfigError, DataError, MissingDependencyError, did_you_mean
+from amago_pipe.errors import ConfigError, DataError, did_you_mean, import_optional
 
 INSTALL_HINT = 'pip install -e ".[envs]" (or: pip install popgym)'
 NAMESPACE = "popgym"
@@ -23,20 +23,11 @@ NAMESPACE = "popgym"
 NAVIGATION_HINT = 'pip install "popgym[navigation]" (the Labyrinth tasks need mazelib)'
 
 
-def missing_popgym_error(cause: BaseException | str) -> MissingDependencyError:
-    """The error raised when popgym cannot be imported, with the install hint."""
-    return MissingDependencyError(
-        f"env.factory: POPGym tasks need the optional package 'popgym', which cannot be imported ({cause}); "
-        f"install it with: {INSTALL_HINT}"
-    )
-
-
 def popgym_tasks() -> dict[str, type[gym.Env]]:
     """Every POPGym task class by name (`RepeatPreviousEasy`, ..., and the configurable bases like `RepeatPrevious`)."""
-    try:
-        import popgym.envs as popgym_envs
-    except ImportError as e:
-        raise missing_popgym_error(e) from e
+    popgym_envs = import_optional(
+        "popgym.envs", needs="env.factory: POPGym tasks need", package="popgym", install=INSTALL_HINT
+    )
     classes = {**popgym_envs.ALL_BASE, **popgym_envs.ALL}
     return {cls.__name__: cls for cls in classes}
 

@@ -9,15 +9,13 @@ imported only when used. gymnasium + numpy, no torch.
 
 from __future__ import annotations
 
-import contextlib
-import io
 from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 
 from amago_pipe.envs.builtin.kshot import KEEP_TASK, KShot
-from amago_pipe.errors import ConfigError, MissingDependencyError, did_you_mean
+from amago_pipe.errors import ConfigError, did_you_mean, import_optional
 
 INSTALL_HINT = "pip install 'amago-pipe[procgen]'  (procgen-mirror, gym3 and gym)"
 FRAME_KEY = "rgb"
@@ -29,15 +27,9 @@ DistributionMode = Literal["easy", "hard", "extreme", "memory", "exploration"]
 
 def _procgen() -> Any:
     """The procgen module (its import of old gym prints a deprecation banner to stderr, which is dropped)."""
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            import procgen
-    except ImportError as e:
-        raise MissingDependencyError(
-            f"env: Procgen games need the optional package 'procgen' (procgen-mirror), which cannot be imported "
-            f"({e}); install it with: {INSTALL_HINT}"
-        ) from e
-    return procgen
+    return import_optional(
+        "procgen", needs="env: Procgen games need", package="procgen", install=INSTALL_HINT, quiet=True
+    )
 
 
 class ProcgenLevels(gym.Env):  # type: ignore[type-arg]

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from amago_pipe.config.transforms import AtariConfig, WrapperConfig
-from amago_pipe.errors import ConfigError, MissingDependencyError
+from amago_pipe.errors import ConfigError, import_optional
 
 INSTALL_HINT = 'pip install -e ".[atari]" (or: pip install "ale-py>=0.9"; the Atari ROMs ship with it)'
 NAMESPACE = "ALE/"
@@ -27,13 +27,7 @@ def register_ale_envs() -> None:
 
 def require_ale(where: str) -> Any:
     """The `ale_py` module (importing it registers the ALE ids with gymnasium); MissingDependencyError otherwise."""
-    try:
-        import ale_py
-    except ImportError as e:
-        raise MissingDependencyError(
-            f"{where}: Atari envs need the optional package 'ale-py', which cannot be imported ({e}); install it "
-            f"with: {INSTALL_HINT}"
-        ) from e
+    ale_py = import_optional("ale_py", needs=f"{where}: Atari envs need", package="ale-py", install=INSTALL_HINT)
     gym.register_envs(ale_py)
     return ale_py
 
