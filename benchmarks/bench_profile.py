@@ -5,7 +5,7 @@ model, critics (online, target), actors, TD targets, backward, optimiser step, P
 agent's code is not touched), so a part holds everything its module does (a critic pass includes its action
 features). `forward, other` is the agent's forward outside those modules (loss terms, PopArt, glue); `backward`
 runs from the forward's end to the optimiser step (loss sum, zero_grad, autograd, grad clipping). `outside ops`
-is, from a separate torch.profiler pass, the share of the update spent outside aten operators' own time (Python,
+is, from a separate torch.profiler pass, the share of the update outside aten and oneDNN operators' own time (Python,
 dispatch, autograd bookkeeping). Prints Markdown tables (shares of the update, %).
 
     python benchmarks/bench_profile.py                     # the four default configs, default and matched agent
@@ -104,8 +104,8 @@ class PartClock:
 
 
 def outside_ops(agent: Any, opt: Any, batches: list[Any]) -> float:
-    """% of two updates' time outside aten operators' self time (torch.profiler's times are wall-clock, so this one
-    is too; the profiler's own cost per op counts partly inside, partly outside)."""
+    """% of two updates' time outside aten and oneDNN operators' self time (torch.profiler's times are wall-clock,
+    so this is too; the profiler's own cost per op counts partly inside, partly outside)."""
     from torch.profiler import ProfilerActivity, profile
 
     start = time.perf_counter()
@@ -113,7 +113,7 @@ def outside_ops(agent: Any, opt: Any, batches: list[Any]) -> float:
         for batch in batches[:2]:
             bench_learner.update(agent, opt, batch)
     total_us = (time.perf_counter() - start) * 1e6
-    ops_us = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key.startswith("aten::"))
+    ops_us = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key.startswith(("aten::", "mkldnn::")))
     return max(0.0, 100 * (1 - ops_us / total_us))
 
 

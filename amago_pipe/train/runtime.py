@@ -1,6 +1,6 @@
 """Process setup of a learner: threads and determinism, accelerate (device, ranks, precision), the C allocator,
-agent building, and the data-dependent piece of the agent (`reward_multiplier: auto`: the data's reward size; the rule is
-`amago_pipe.config.auto.reward_multiplier`).
+agent building, and the data-dependent piece of the agent (`reward_multiplier: auto`: the data's reward size; the
+rule is `amago_pipe.config.auto.reward_multiplier`).
 
 Imports torch, accelerate, the agents and the store; never the pipeline or the CLI.
 """
