@@ -44,6 +44,8 @@ FAMILIES: dict[str, str] = {
     "remembers the context bit, 0 = chance.",
     "Symbolic Alchemy": "Meta-RL over trials at one hidden chemistry.",
     "Meta-World": "Meta-World ML1 / ML10 through the `metaworld` adapter (k-shot attempts at one goal).",
+    "Pixels": "Learning from pixels on this CPU: gymnax MinAtar games (10x10 object grids), online from scratch with a "
+    "small IMPALA CNN. The `ff` control has no sequence model (MinAtar frames are nearly Markov: memory is not needed).",
     "CartPole": "CartPole-v1: return 500 = balanced for the whole episode.",
     "Pendulum": "Pendulum-v1: target >= -200 (random play about -1,230, the scripted energy controller -144).",
     "GoalMaze": "Hindsight relabeling (`relabel` stage) on `amago_pipe/GoalMaze-v0`; the control is the same pipeline "
@@ -57,6 +59,7 @@ FIGURES: dict[str, list[tuple[str, str]]] = {
     "CartPole": [("Online CartPole, validation return", "plots/online-cartpole.png"),
                  ("Offline-to-online CartPole", "plots/offline-to-online.png")],
     "Pendulum": [("Online Pendulum, validation return", "plots/online-pendulum.png")],
+    "Pixels": [("Breakout-MinAtar, transformer vs ff (`amago-pipe compare ... --plot`)", "plots/minatar-breakout.png")],
     "GoalMaze": [("GoalMaze with and without relabeling", "plots/goal-maze-relabel.png")],
 }  # fmt: skip
 ENCODER_ORDER = ("transformer", "gru", "mamba", "ff")
