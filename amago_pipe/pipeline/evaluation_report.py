@@ -75,34 +75,46 @@ def task_table(s: dict[str, Any], notes: list[str]) -> list[str]:
     if not per_env:
         return []
     held = set(s.get("held_out", {}).get("tasks", []))
+    k = max((len(_attempts(sub)) for sub in per_env.values()), default=0)
+    extra = (" return per attempt (1 / 2 / ...) |", "---|") if k else ("", "")
     lines = [
         "",
         "## Per task",
         "",
-        "| task | split | episodes | mean return | bottom-quintile return | success |",
-        "|---|---|---|---|---|---|",
+        f"| task | split | episodes | mean return | bottom-quintile return | success |{extra[0]}",
+        f"|---|---|---|---|---|---|{extra[1]}",
     ]
     for name, sub in sorted(per_env.items(), key=lambda kv: (kv[0] in held, kv[0])):
         split = "held-out" if name in held else "training"
+        attempts = f" {' / '.join(_fmt(v) for v in _attempts(sub)) or '-'} |" if k else ""
         lines.append(
             f"| {name} | {split} | {sub['episodes']} | {_fmt(sub.get('return_mean'))} | "
-            f"{_fmt(sub.get('return_bottom_quintile'))} | {_fmt(sub.get('success_rate', '-'))} |"
+            f"{_fmt(sub.get('return_bottom_quintile'))} | {_fmt(sub.get('success_rate', '-'))} |{attempts}"
         )
+    blank = " |" if k else ""
     for group, label in (("training", "training tasks"), ("held_out", "held-out tasks")):
         if group in s:
             block = s[group]
             mean = block.get("task_mean", {}).get("return_mean", block.get("return_mean"))
             lines.append(
                 f"| **{label}: mean over tasks** | | {block['episodes']} | {_fmt(mean)} | "
-                f"{_fmt(block.get('return_bottom_quintile'))} | {_fmt(block.get('success_rate', '-'))} |"
+                f"{_fmt(block.get('return_bottom_quintile'))} | {_fmt(block.get('success_rate', '-'))} |{blank}"
             )
     if "task_mean" in s and "training" not in s:
         lines.append(
             f"| **mean over tasks** | | {s['episodes']} | {_fmt(s['task_mean']['return_mean'])} | "
-            f"{_fmt(s.get('return_bottom_quintile'))} | {_fmt(s['task_mean'].get('success_rate', '-'))} |"
+            f"{_fmt(s.get('return_bottom_quintile'))} | {_fmt(s['task_mean'].get('success_rate', '-'))} |{blank}"
         )
     lines += ["", *[f"Spaces: {note}." for note in notes]] if notes else []
     return lines
+
+
+def _attempts(summary: dict[str, Any]) -> list[float]:
+    """Mean return of attempt 1..k in a summary's info (k-shot envs); [] otherwise."""
+    info, out = summary.get("info", {}), list[float]()
+    while f"amago_pipe/attempt_{len(out) + 1}_return" in info:
+        out.append(info[f"amago_pipe/attempt_{len(out) + 1}_return"])
+    return out
 
 
 def _fmt(value: Any) -> str:
