@@ -41,6 +41,29 @@ CONFIGS: dict[str, dict[str, Any]] = {
     # the models of pipelines/quickstart.yaml and pipelines/pendulum-offline.yaml
     "quickstart-tf64-L32": dict(traj="transformer", d=64, L=32, kind="discrete", gammas=(0.9,), K=4, small=True),
     "pendulum-ff64-L32": dict(traj="ff", d=64, L=32, kind="continuous", gammas=(0.9,), K=4, small=True),
+    # pixels: the models of pipelines/minatar-breakout.yaml (10x10x4) and atari-multigame.yaml (84x84x4 uint8)
+    "cnn-minatar-tf64-L32": dict(
+        traj="transformer",
+        d=64,
+        L=32,
+        kind="image",
+        image=(10, 10, 4),
+        gammas=(0.9,),
+        K=4,
+        small=True,
+        cnn=dict(impala_channels=(16,), img_features=64, d_output=64),
+    ),
+    "cnn-atari84-tf128-L32": dict(
+        traj="transformer",
+        d=128,
+        L=32,
+        kind="image",
+        image=(84, 84, 4),
+        gammas=(0.9,),
+        K=4,
+        small=True,
+        cnn=dict(impala_channels=(16, 32, 32), img_features=256, d_output=128),
+    ),
 }
 BATCH = 24
 
@@ -70,13 +93,15 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _store(path: Path, kind: str) -> Any:
+def _store(path: Path, kind: str, image: tuple[int, ...] = ()) -> Any:
     import numpy as np
 
     from amago_pipe.spec import ActionSpec, ArraySpec, DataSpec
     from amago_pipe.store import Episode, TrajectoryStore
 
-    if kind == "discrete":
+    if kind == "image":
+        spec = DataSpec({"observation": ArraySpec(image, "uint8")}, ActionSpec("discrete", (), n=3))
+    elif kind == "discrete":
         spec = DataSpec({"observation": ArraySpec((4,), "float32")}, ActionSpec("discrete", (), n=2))
     else:
         spec = DataSpec(
@@ -84,16 +109,21 @@ def _store(path: Path, kind: str) -> Any:
         )
     store = TrajectoryStore.create(path, spec)
     rng = np.random.default_rng(0)
-    obs_dim = spec.observations["observation"].shape[0]
+    shape = spec.observations["observation"].shape
     with store.writer("protected") as w:
-        for _ in range(40):
+        for _ in range(10 if kind == "image" else 40):
             T = 500
-            actions = rng.integers(0, 2, T) if kind == "discrete" else rng.uniform(-2, 2, (T, 1)).astype(np.float32)
+            actions = rng.uniform(-2, 2, (T, 1)).astype(np.float32) if kind == "continuous" else rng.integers(0, 2, T)
             ends = np.zeros(T, bool)
             ends[-1] = True
+            obs = (
+                rng.integers(0, 256, (T + 1, *shape), dtype=np.uint8)
+                if kind == "image"
+                else rng.normal(size=(T + 1, *shape)).astype(np.float32)
+            )
             w.add(
                 Episode(
-                    obs={"observation": rng.normal(size=(T + 1, obs_dim)).astype(np.float32)},
+                    obs={"observation": obs},
                     actions=actions,
                     rewards=rng.normal(size=T).astype(np.float32),
                     terminated=np.zeros(T, bool),
@@ -107,6 +137,7 @@ def _configs(c: dict[str, Any], history_coeff: float | None) -> tuple[Any, Any]:
     """The agent and model configs of one CONFIGS entry (`history_coeff` None: the agent's default)."""
     from amago_pipe.config.nets import (
         ActorHeadConfig,
+        CnnTstepConfig,
         CriticHeadConfig,
         FFTrajConfig,
         FFTstepConfig,
@@ -123,6 +154,8 @@ def _configs(c: dict[str, Any], history_coeff: float | None) -> tuple[Any, Any]:
         "ff": FFTrajConfig(d_model=c["d"], n_layers=2),
     }[c["traj"]]
     tstep = FFTstepConfig(d_hidden=128, d_output=64) if small else FFTstepConfig()
+    if "cnn" in c:
+        tstep = CnnTstepConfig(cnn="impala", channels_first=False, **c["cnn"])  # type: ignore[assignment]
     hidden = 128 if small else 256
     agent_cfg = AgentConfig(
         gamma=0.98 if small else 0.999,
@@ -150,7 +183,7 @@ def setup(
     torch.manual_seed(0)
     agent_cfg, model = _configs(c, history_coeff)
     agent_cfg = agent_overrides(agent_cfg) if agent_overrides is not None else agent_cfg
-    store = _store(tmp / "s.zarr", c["kind"])
+    store = _store(tmp / "s.zarr", c["kind"], c.get("image", ()))
     agent = build_agent(agent_cfg, model, store.spec, max_seq_len=c["L"]).to(device)
     opt = make_optimizer(agent, lr=1e-4, weight_decay=1e-4)
     loader = BatchLoader(store, batch_size=BATCH, seq_len=c["L"], partitions={"protected": 1.0}, seed=0, threaded=False)
