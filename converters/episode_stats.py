@@ -44,8 +44,12 @@ class RunningStats:
         if flat.size == 0:
             return
         self.count += int(flat.size)
-        self.total += float(flat.sum(dtype=np.float64))
-        self.total_sq += float(np.square(flat, dtype=np.float64).sum())
+        if flat.dtype.kind in "iu" and flat.dtype.itemsize == 1:
+            total, total_sq = _byte_sums(flat)
+        else:
+            total, total_sq = float(flat.sum(dtype=np.float64)), float(np.square(flat, dtype=np.float64).sum())
+        self.total += total
+        self.total_sq += total_sq
         self.low = min(self.low, float(flat.min()))
         self.high = max(self.high, float(flat.max()))
 
@@ -62,6 +66,26 @@ class RunningStats:
         mean = self.total / self.count
         var = max(self.total_sq / self.count - mean * mean, 0.0)
         return {"count": self.count, "mean": mean, "std": math.sqrt(var), "min": self.low, "max": self.high}
+
+
+BYTE_SUM_BLOCK = 1 << 18
+"""Elements per block of `_byte_sums` (its 16-bit buffer stays in cache)."""
+
+
+def _byte_sums(flat: np.ndarray) -> tuple[float, float]:
+    """Exact sum and sum of squares of 1-byte integers (pixels): squared in a reused 16-bit buffer, summed
+    as 64-bit integers — about twice as fast as float64 temporaries and no array of 8 bytes per element."""
+    wide = np.int16 if flat.dtype.kind == "i" else np.uint16  # 255**2 and (-128)**2 both fit
+    acc = np.int64 if flat.dtype.kind == "i" else np.uint64
+    buf = np.empty(min(flat.size, BYTE_SUM_BLOCK), wide)
+    total = total_sq = 0
+    for b0 in range(0, flat.size, BYTE_SUM_BLOCK):
+        block = buf[: min(BYTE_SUM_BLOCK, flat.size - b0)]
+        np.copyto(block, flat[b0 : b0 + len(block)])
+        total += int(np.add.reduce(block, dtype=acc))
+        np.multiply(block, block, out=block)
+        total_sq += int(np.add.reduce(block.view(np.uint16), dtype=np.uint64))
+    return float(total), float(total_sq)
 
 
 @dataclass

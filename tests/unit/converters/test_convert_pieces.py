@@ -110,6 +110,17 @@ def test_float_casts_are_reported_only_when_lossy():
     assert adj.examples == [3] and "largest rounding change" in adj.message
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.bool_])
+def test_running_stats_of_bytes_are_exact_across_blocks(dtype: type):
+    info = np.iinfo(np.int8 if dtype is np.bool_ else dtype)
+    values = np.random.default_rng(0).integers(info.min, info.max + 1, (3, 100_000)).astype(dtype)
+    stats = RunningStats()
+    stats.add_finite(values.astype(np.int8) if dtype is np.bool_ else values)  # as ArrayRange passes booleans
+    wide = values.astype(np.int64)
+    assert stats.total == wide.sum() and stats.total_sq == (wide**2).sum() and stats.count == values.size
+    assert (stats.low, stats.high) == (wide.min(), wide.max())
+
+
 def test_running_stats_and_report_json(tmp_path: Path):
     stats = RunningStats()
     stats.add(np.array([1.0, 3.0, np.nan]))
