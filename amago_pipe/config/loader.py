@@ -103,12 +103,17 @@ def apply_override(data: dict[str, Any], item: str) -> str:
 
     Sections missing on the way (or null) are created, except a new stage; the strict build then names any
     misspelt key. Each section on the way is copied first: a YAML anchor shares one object between places,
-    and the override must change only the place it names.
+    and the override must change only the place it names. `store=PATH` on a `store:` mapping sets its `path`
+    and keeps its partition and cache settings (a fifo capacity must not vanish with a new path).
     """
     key_path, sep, raw = item.partition("=")
     key_path = key_path.strip()
     if not sep or not key_path or any(not p for p in key_path.split(".")):
         raise ConfigError(f"--set {item}: expected KEY.PATH=VALUE, e.g. --set stages.train.epochs=5")
+    value = parse_scalar(raw)
+    if key_path == "store" and isinstance(data.get("store"), dict) and isinstance(value, str):
+        data["store"] = {**data["store"], "path": value}
+        return "store.path"
     parts = key_path.split(".")
     node: Any = data
     created = ""

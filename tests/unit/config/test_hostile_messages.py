@@ -258,3 +258,12 @@ def test_cli_prints_one_line_and_exit_2(amago, tmp_path: Path):
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: p.yaml:5: store.partitions.fifo: expected a mapping, got 5 (an integer)")
     assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_set_store_path_keeps_the_partition_and_cache_settings(tmp_path: Path):
+    text = f"{HEAD}store:\n  path: s.zarr\n  partitions: {{fifo: {{capacity_timesteps: 500}}}}\n  cache: {{ram_gib: 2}}\n{TRAIN}"
+    loaded = _load(tmp_path, text, ("store=other.zarr",))
+    assert loaded.config.store_path == "other.zarr"
+    assert loaded.config.partition_settings["fifo"].capacity_timesteps == 500
+    assert loaded.config.store_cache.ram_gib == 2
+    assert _load(tmp_path, f"{HEAD}store: s.zarr\n{TRAIN}", ("store=other.zarr",)).config.store == "other.zarr"
