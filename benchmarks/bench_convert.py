@@ -250,6 +250,9 @@ def image_main(sizes: list[int], shape: tuple[int, int, int], workdir: Path, env
     print("|---|---|---|---|---|---|---|---|---|")
     for steps in sizes:
         path = workdir / f"d4rl-pixels-{steps}.hdf5"
+        if path.exists():  # it is deleted afterwards: never one this script did not write
+            sys.exit(f"{path} exists; remove it or give another --workdir")
+        conv: dict[str, Any] | None = None
         t0 = time.perf_counter()
         make_d4rl_pixels(path, steps, shape)
         print(f"# made {steps:,} frames in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
@@ -266,8 +269,8 @@ def image_main(sizes: list[int], shape: tuple[int, int, int], workdir: Path, env
             )
         finally:
             path.unlink(missing_ok=True)
-            for store in workdir.glob("store-d4rl-*.zarr"):
-                shutil.rmtree(store)
+            if conv is not None:  # the store it kept to weigh; the others were deleted by `measure`
+                shutil.rmtree(conv["store"], ignore_errors=True)
 
 
 if __name__ == "__main__":
