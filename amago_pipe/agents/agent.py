@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -52,7 +52,9 @@ class Agent(nn.Module):
     candidates: torch.Tensor
     """(M, A) their critic input features."""
 
-    def __init__(self, spec: DataSpec, model_cfg: ModelConfig, cfg: AgentConfig, *, max_seq_len: int):
+    def __init__(
+        self, spec: DataSpec, model_cfg: ModelConfig, cfg: AgentConfig, *, max_seq_len: int, tasks: Sequence[str] = ()
+    ):
         super().__init__()
         if spec.action.kind not in SUPPORTED_ACTIONS:
             raise DataError(
@@ -87,7 +89,10 @@ class Agent(nn.Module):
         """Predicts earlier steps' observation features from the states (`history_coeff`)."""
         self.policy_avg = PolicyAverage(self.model, self.actor) if cfg.policy_average > 0 else None
         """The Polyak-averaged sequence model and actor that policy files hold (`policy_average` > 0)."""
-        self.popart = PopArt(len(gammas), beta=cfg.popart_beta, enabled=cfg.popart)
+        self.task_names = tuple(tasks)
+        """The tasks (episode env names) PopArt keeps statistics of, in `Batch.task` id order (`popart_per_task`);
+        empty: one set of statistics for all the data."""
+        self.popart = PopArt(len(gammas), n_tasks=max(1, len(tasks)), beta=cfg.popart_beta, enabled=cfg.popart)
         fixed = 0.0 if cfg.reward_multiplier == "auto" else float(cfg.reward_multiplier)
         self.register_buffer("reward_multiplier", torch.tensor(fixed, dtype=torch.float32))
         """Rewards' factor in the TD targets (checkpointed); `auto` leaves it 0 until the learner fixes it from the
@@ -111,9 +116,9 @@ class Agent(nn.Module):
         cfg = self.cfg
         states, features = self.model.encode(batch.obs, batch.rl2, batch.time)  # (B, L+1, D), (B, L+1, F)
         t = terms(self, states, batch)
-        losses = {"critic": self.critic_objective(t.critic_out, t.targets, batch.mask)}
+        losses = {"critic": self.critic_objective(t.critic_out, t.targets, batch.mask, batch.task)}
         advantage = t.q_data.mean(2) - t.v_pi  # (B, L, G)
-        weights = self.bc_weights(advantage, batch.mask, self.popart.sigma, cfg.filter)  # (B, L, G)
+        weights = self.bc_weights(advantage, batch.mask, self.popart.sigma_of(batch.task), cfg.filter)  # (B, L, G)
         losses["actor"] = actor_loss(
             t.q_pi.min(dim=2).values,  # (B, L, G): the most pessimistic critic
             t.logp_data,
@@ -122,7 +127,7 @@ class Agent(nn.Module):
             online_coeff=cfg.online_coeff,
             offline_coeff=cfg.offline_coeff,
         )
-        metrics = self._metrics(t, advantage, weights, batch.mask)
+        metrics = self._metrics(t, advantage, weights, batch)
         if t.conservative is not None:
             losses["conservative"] = cfg.conservative_coeff * masked_mean(t.conservative, batch.mask)
             metrics["conservative_gap"] = masked_mean(t.conservative.detach(), batch.mask)
@@ -164,17 +169,28 @@ class Agent(nn.Module):
             next_q_data=next_q_data if correct else None,
             traces=traces if correct else None,
         )
-        self.popart.update(targets, batch.mask)
+        self.popart.update(targets, batch.mask, batch.task)
         return targets
 
-    def critic_objective(self, critic_out: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Regression in PopArt-normalised units: critic_out (K, B, L, G), targets (B, L, G)."""
-        q = self.popart(critic_out.permute(1, 2, 0, 3))  # (B, L, K, G)
-        return critic_loss(q, self.popart.normalize(targets), mask, kind=self.cfg.critic.loss)
+    def critic_objective(
+        self, critic_out: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, task: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Regression in PopArt-normalised units: critic_out (K, B, L, G), targets (B, L, G), task ids (B,)."""
+        q = self.popart(critic_out, task=task).permute(1, 2, 0, 3)  # (B, L, K, G)
+        return critic_loss(q, self.popart.normalize(targets, task=task), mask, kind=self.cfg.critic.loss)
 
-    def values(self, out: torch.Tensor, *, raw: bool = False, axis: int = -1, detach: bool = False) -> torch.Tensor:
-        """Critic outputs -> normalised (or raw-scale) values; G is on `axis`."""
-        return self.popart(out, normalized=not raw, detach=detach, axis=axis)
+    def values(
+        self,
+        out: torch.Tensor,
+        *,
+        raw: bool = False,
+        axis: int = -1,
+        detach: bool = False,
+        task: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Critic outputs -> normalised (or raw-scale) values; G is on `axis`, the batch two axes before it (its
+        task ids `task` (B,) pick PopArt's statistics under `popart_per_task`)."""
+        return self.popart(out, normalized=not raw, detach=detach, axis=axis, task=task)
 
     def frozen_critic(self, states: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """The critics with their weights detached: gradients reach the actions only (no copy, no extra grads)."""
@@ -221,20 +237,25 @@ class Agent(nn.Module):
         return self.policy_avg.policy_state_dict()
 
     # ---- logging --------------------------------------------------------------------------------
-    def _metrics(self, t: Terms, advantage: torch.Tensor, weights: torch.Tensor, mask: torch.Tensor) -> dict[str, Any]:
+    def _metrics(self, t: Terms, advantage: torch.Tensor, weights: torch.Tensor, batch: Batch) -> dict[str, Any]:
+        mask = batch.mask
         with torch.no_grad():
             main = (slice(None), slice(None), -1)  # the acting gamma
-            q_raw = self.popart.denormalize(t.q_data.mean(2))  # (B, L, G)
-            return {
+            q_raw = self.popart.denormalize(t.q_data.mean(2), task=batch.task)  # (B, L, G)
+            mu, sigma = (s.reshape(self.popart.n_tasks, -1)[:, -1].float() for s in (self.popart.mu, self.popart.sigma))
+            out = {
                 "q_mean": masked_mean(q_raw[main], mask),
                 "td_target_mean": masked_mean(t.targets[main], mask),
                 "advantage_mean": masked_mean(advantage[main], mask),
                 "bc_filter_rate": masked_mean((weights > 0.5).float(), mask),
                 "logp_data": masked_mean(t.logp_data.detach()[main], mask),
                 "entropy": masked_mean(t.entropy.detach()[main], mask),
-                "popart_mu": self.popart.mu[-1].float(),
-                "popart_sigma": self.popart.sigma[-1].float(),
+                "popart_mu": mu.mean(),
+                "popart_sigma": sigma.mean(),
             }
+            for i, name in enumerate(self.task_names):  # each task's value scale (`popart_per_task`)
+                out |= {f"popart_mu/{name}": mu[i], f"popart_sigma/{name}": sigma[i]}
+            return out
 
 
 def _joint_actions(action: ActionSpec) -> int:

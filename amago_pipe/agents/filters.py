@@ -13,7 +13,7 @@ from amago_pipe.config.agent import BcFilterConfig, ExpFilterConfig, LeakyFilter
 
 def exp_weights(advantage: torch.Tensor, mask: torch.Tensor, sigma: torch.Tensor, cfg: BcFilterConfig) -> torch.Tensor:
     """exp(beta A) clipped at `max_weight`, A scaled as `scale_max` / `normalize` say; advantage (B, L, G), mask
-    (B, L), sigma (G,) PopArt's value scale."""
+    (B, L), sigma PopArt's value scale: (G,), or (B, 1, G) with `popart_per_task`."""
     if not isinstance(cfg, ExpFilterConfig):
         raise TypeError(f"exp_weights reads an ExpFilterConfig, got {type(cfg).__name__}")
     scaled = scale_for_filter(advantage, mask, sigma, normalize=cfg.normalize, scale_max=cfg.scale_max)

@@ -137,7 +137,7 @@ def scale_for_filter(
     """PopArt-normalised advantages (B, L, G) -> the detached advantages the BC filter reads.
 
     `normalize`: divided by their batch std per discount factor. Else with `scale_max`: raw advantage /
-    min(sigma, scale_max), sigma (G,) being PopArt's value scale; without it: as they are.
+    min(sigma, scale_max), sigma being PopArt's value scale ((G,), or (B, 1, G) per task); without it: as they are.
     """
     advantage = advantage.detach()
     if normalize:

@@ -7,6 +7,8 @@ Pure torch + nets; no stores, YAML, pipelines or envs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from amago_pipe.agents.agent import Agent
@@ -20,23 +22,35 @@ from amago_pipe.spec import DataSpec
 class MultiTaskAgent(Agent):
     """Agent whose critics output bin logits; PopArt only tracks the value scale (for the policy-gradient term)."""
 
-    def __init__(self, spec: DataSpec, model_cfg: ModelConfig, cfg: AgentConfig, *, max_seq_len: int):
+    def __init__(
+        self, spec: DataSpec, model_cfg: ModelConfig, cfg: AgentConfig, *, max_seq_len: int, tasks: Sequence[str] = ()
+    ):
         if cfg.critic.output != "bins":
             raise ConfigError(
                 "agent.critic.output: the multitask agent needs `output: bins`", path="agent.critic.output"
             )
-        super().__init__(spec, model_cfg, cfg, max_seq_len=max_seq_len)
+        super().__init__(spec, model_cfg, cfg, max_seq_len=max_seq_len, tasks=tasks)
         self.labels = cfg.labels if isinstance(cfg, MultiTaskConfig) else "two_hot"
         self.hl_sigma = cfg.hl_sigma if isinstance(cfg, MultiTaskConfig) else 0.75
         self.popart.w.requires_grad_(False)  # outputs are bins: the affine part of PopArt is unused
         self.popart.b.requires_grad_(False)
 
-    def values(self, out: torch.Tensor, *, raw: bool = False, axis: int = -1, detach: bool = False) -> torch.Tensor:
+    def values(
+        self,
+        out: torch.Tensor,
+        *,
+        raw: bool = False,
+        axis: int = -1,
+        detach: bool = False,
+        task: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Bin logits (..., N) -> expected values, PopArt-normalised unless `raw`; G is on `axis`."""
         decoded = self.critic.values(out)  # (...)
-        return decoded if raw else self.popart.normalize(decoded, axis=axis)
+        return decoded if raw else self.popart.normalize(decoded, axis=axis, task=task)
 
-    def critic_objective(self, critic_out: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def critic_objective(
+        self, critic_out: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, task: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Cross-entropy of logits (K, B, L, G, N) against two-hot / HL-Gauss labels of the targets (B, L, G)."""
         bins = self.critic.bins
         if bins is None:  # cannot happen: checked in __init__

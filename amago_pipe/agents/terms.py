@@ -65,8 +65,16 @@ class TermsAgent(Protocol):
     critic: CriticEnsemble
     target_critic: CriticEnsemble
 
-    def values(self, out: torch.Tensor, *, raw: bool = False, axis: int = -1, detach: bool = False) -> torch.Tensor:
-        """Critic outputs -> normalised (or raw-scale) values."""
+    def values(
+        self,
+        out: torch.Tensor,
+        *,
+        raw: bool = False,
+        axis: int = -1,
+        detach: bool = False,
+        task: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Critic outputs -> normalised (or raw-scale) values (the batch two axes before G; its task ids `task`)."""
         ...
 
     def targets(
@@ -98,12 +106,13 @@ def terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Terms:
 def discrete_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Terms:
     """Discrete actions: exact expectations over actions from one critic pass (Q of every action)."""
     s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
+    task = batch.task  # (B,) task ids (per-task PopArt) or None
     valid, valid_next = _valid(agent, batch)
     bsz, length = batch.mask.shape
     with torch.no_grad():
         next_actor = agent.target_actor if agent.cfg.use_target_actor else agent.actor
         probs_next = next_actor(s_next, valid_next).probs  # (B, L, G, A)
-        q_next = agent.values(agent.target_critic(s_next), raw=True, axis=-2)  # (K, B, L, G, A)
+        q_next = agent.values(agent.target_critic(s_next), raw=True, axis=-2, task=task)  # (K, B, L, G, A)
         v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
         data_terms: tuple[torch.Tensor, ...] = ()
         if agent.tree_backup:  # Q_target(s_{t+1}, a_{t+1}) and pi(a_{t+1} | s_{t+1}) of the data's next action
@@ -119,13 +128,13 @@ def discrete_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Ter
     ids = batch.actions[None, :, :, None, None].expand(out.shape[0], bsz, length, out.shape[3], 1)
     critic_out = _gather_action(out, ids)  # (K, B, L, G[, N])
     dist = agent.actor(_actor_input(agent, s), valid)  # batch (B, L, G)
-    q_all = agent.values(out.detach(), axis=-2, detach=True)  # (K, B, L, G, A)
+    q_all = agent.values(out.detach(), axis=-2, detach=True, task=task)  # (K, B, L, G, A)
     q_pi = (q_all * dist.probs).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G): gradient into the actor
     q_data = q_all.gather(-1, ids).squeeze(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
     logp = dist.log_prob(_data_actions(agent, batch.actions))  # (B, L, G)
     conservative = None
     if agent.cfg.conservative_coeff > 0:  # CQL(H) in normalised units, gradient into the critics only
-        q_grad = agent.values(out, axis=-2, detach=True)  # (K, B, L, G, A)
+        q_grad = agent.values(out, axis=-2, detach=True, task=task)  # (K, B, L, G, A)
         gap = torch.logsumexp(q_grad, dim=-1) - q_grad.gather(-1, ids).squeeze(-1)  # (K, B, L, G)
         conservative = gap.permute(1, 2, 0, 3)
     return Terms(critic_out, targets, q_data, q_pi, q_pi.detach().mean(2), logp, dist.entropy(), conservative)
@@ -134,19 +143,22 @@ def discrete_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Ter
 def enumerated_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Terms:
     """Discrete kinds with action-input critics and few joint actions: exact expectations over all M of them."""
     s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
+    task = batch.task  # (B,) task ids (per-task PopArt) or None
     valid, valid_next = _valid(agent, batch)
     with torch.no_grad():
         next_dist = (agent.target_actor if agent.cfg.use_target_actor else agent.actor)(s_next, valid_next)
         probs_next = _joint_probs(agent, next_dist)  # (B, L, G, M)
-        q_next = agent.values(agent.target_critic.forward_candidates(s_next, agent.candidates), raw=True, axis=-2)
+        q_next = agent.values(
+            agent.target_critic.forward_candidates(s_next, agent.candidates), raw=True, axis=-2, task=task
+        )
         v_next = (q_next * probs_next).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G)
         data_terms = _next_data_terms(agent, s_next, next_dist, batch) if agent.tree_backup else ()
         targets = agent.targets(batch, v_next, *data_terms)  # (B, L, G)
     critic_out = agent.critic(s, _features(agent, batch.actions))  # (K, B, L, G[, N])
     dist = agent.actor(_actor_input(agent, s), valid)  # batch (B, L, G)
     with torch.no_grad():
-        q_all = agent.values(agent.critic.forward_candidates(s, agent.candidates), axis=-2)  # (K, B, L, G, M)
-        q_data = agent.values(critic_out).permute(1, 2, 0, 3)  # (B, L, K, G)
+        q_all = agent.values(agent.critic.forward_candidates(s, agent.candidates), axis=-2, task=task)  # (K,B,L,G,M)
+        q_data = agent.values(critic_out, task=task).permute(1, 2, 0, 3)  # (B, L, K, G)
     q_pi = (q_all * _joint_probs(agent, dist)).sum(-1).permute(1, 2, 0, 3)  # (B, L, K, G): gradient into the actor
     logp = dist.log_prob(_data_actions(agent, batch.actions))  # (B, L, G)
     return Terms(critic_out, targets, q_data, q_pi, q_pi.detach().mean(2), logp, dist.entropy())
@@ -156,12 +168,13 @@ def sampled_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Term
     """Action-input critics at sampled actions: reparameterised policy gradient through a frozen view of the
     critics (continuous), or a score-function estimate (discrete kinds with too many joint actions)."""
     s, s_next = states[:, :-1], states[:, 1:].detach()  # (B, L, D)
+    task = batch.task  # (B,) task ids (per-task PopArt) or None
     valid, valid_next = _valid(agent, batch)
     with torch.no_grad():
         next_dist = (agent.target_actor if agent.cfg.use_target_actor else agent.actor)(s_next, valid_next)
         v_next = torch.stack(
             [
-                agent.values(agent.target_critic(s_next, _features(agent, next_dist.sample())), raw=True)
+                agent.values(agent.target_critic(s_next, _features(agent, next_dist.sample())), raw=True, task=task)
                 for _ in range(agent.cfg.samples.target)
             ]
         ).mean(0)  # (K, B, L, G)
@@ -175,21 +188,26 @@ def sampled_terms(agent: TermsAgent, states: torch.Tensor, batch: Batch) -> Term
     dist = agent.actor(_actor_input(agent, s), valid)  # batch (B, L, G), event (A,)
     if dist.has_rsample:
         a_pi = dist.rsample()  # (B, L, G, A)
-        q_pi = agent.values(agent.frozen_critic(s.detach(), a_pi), detach=True).permute(1, 2, 0, 3)  # (B, L, K, G)
+        q_pi = agent.values(agent.frozen_critic(s.detach(), a_pi), detach=True, task=task).permute(1, 2, 0, 3)
         with torch.no_grad():
-            extra = [agent.values(agent.critic(s, dist.sample())).mean(0) for _ in range(agent.cfg.samples.value - 1)]
+            extra = [
+                agent.values(agent.critic(s, dist.sample()), task=task).mean(0)
+                for _ in range(agent.cfg.samples.value - 1)
+            ]
             v_pi = torch.stack([q_pi.mean(2), *extra]).mean(0)  # (B, L, G)
         entropy = -dist.log_prob(a_pi.detach())  # (B, L, G)
     else:
-        q_pi, v_pi = _score_function_q(agent, s.detach(), dist)
+        q_pi, v_pi = _score_function_q(agent, s.detach(), dist, task)
         entropy = dist.entropy()
     with torch.no_grad():
-        q_data = agent.values(critic_out).permute(1, 2, 0, 3)  # (B, L, K, G)
+        q_data = agent.values(critic_out, task=task).permute(1, 2, 0, 3)  # (B, L, K, G)
     logp = dist.log_prob(_data_actions(agent, batch.actions))  # (B, L, G)
     return Terms(critic_out, targets, q_data, q_pi, v_pi.detach(), logp, entropy)
 
 
-def _score_function_q(agent: TermsAgent, states: torch.Tensor, dist: Distribution) -> tuple[torch.Tensor, torch.Tensor]:
+def _score_function_q(
+    agent: TermsAgent, states: torch.Tensor, dist: Distribution, task: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Q(s, a~pi) (B, L, K, G) carrying a score-function policy gradient, and E_pi Q (B, L, G).
 
     S = max(2, samples.value) samples with a leave-one-out baseline (RLOO): the forward value is
@@ -199,7 +217,9 @@ def _score_function_q(agent: TermsAgent, states: torch.Tensor, dist: Distributio
     n = max(2, agent.cfg.samples.value)
     actions = dist.sample((n,))  # (S, B, L, G[, k])
     with torch.no_grad():
-        q = torch.stack([agent.values(agent.critic(states, _features(agent, a))) for a in actions])  # (S, K, B, L, G)
+        q = torch.stack(
+            [agent.values(agent.critic(states, _features(agent, a)), task=task) for a in actions]
+        )  # (S, K, B, L, G)
         q = q.permute(0, 2, 3, 1, 4)  # (S, B, L, K, G)
         baseline = (q.sum(0, keepdim=True) - q) / (n - 1)  # (S, B, L, K, G) leave-one-out
     logp = dist.log_prob(actions)[:, :, :, None]  # (S, B, L, 1, G)
@@ -213,7 +233,7 @@ def _next_data_terms(
     """Tree-backup inputs for action-input critics of discrete kinds: Q_target(s_{t+1}, a_{t+1}) (B, L, K, G)
     raw-scale and pi(a_{t+1} | s_{t+1}) (B, L, G), a_{t+1} the data's next action."""
     a_next = shift_steps(batch.actions, 1, 0)  # (B, L[, A]) a_{t+1}
-    q = agent.values(agent.target_critic(s_next, _features(agent, a_next)), raw=True)  # (K, B, L, G)
+    q = agent.values(agent.target_critic(s_next, _features(agent, a_next)), raw=True, task=batch.task)  # (K, B, L, G)
     return q.permute(1, 2, 0, 3), next_dist.log_prob(_data_actions(agent, a_next)).exp()
 
 

@@ -193,6 +193,11 @@ class AgentConfig(Component):
     """Normalise value targets and outputs with PopArt (per discount factor)."""
     popart_beta: float = 5e-4
     """PopArt's statistics update rate."""
+    popart_per_task: bool = False
+    """Keep PopArt's statistics per task (each episode's env name): tasks whose returns differ by orders of
+    magnitude then each have their own value scale, instead of the large one drowning the small one's values
+    (docs/multitask.md: "The scale problem"). The tasks are those of the training partitions and the online task
+    set when the train stage starts, recorded in its checkpoints; data of another task is refused."""
     use_target_actor: bool = True
     """Sample the next action of TD targets from the Polyak-averaged actor (else the online actor)."""
     actor_trains_model: bool | float = True

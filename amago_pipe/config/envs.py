@@ -158,6 +158,11 @@ class EnvConfig:
             return "+".join(t.task_name for t in self.tasks)
         return self.name or self.id or self.factory or "env"
 
+    @property
+    def task_names(self) -> tuple[str, ...]:
+        """The env names its training episodes carry: each task's name, or `env_name` without a task set."""
+        return (self.env_name,) if self.tasks is None else tuple(t.task_name for t in self.tasks)
+
     def _check_tasks(self) -> None:
         """Task-set rules: no top-level id/factory, at least one task, unique names, held-out tasks disjoint."""
         if self.id is not None or self.factory is not None:

@@ -7,6 +7,7 @@ agents or envs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ import numpy as np
 import torch
 
 from amago_pipe.actions import ActionCodec
+from amago_pipe.errors import DataError
 from amago_pipe.spec import DataSpec
 
 if TYPE_CHECKING:  # annotation only: acting with a policy (amago_pipe.Policy) needs no store
@@ -40,6 +42,9 @@ class Batch:
     """(B, L) bool: the episode was cut after this step (bootstrapping continues)."""
     mask: torch.Tensor
     """(B, L) bool: valid steps."""
+    task: torch.Tensor | None = None
+    """(B,) int64 id of each window's task (its episode's env name in the agent's `task_names`), when the agent
+    keeps statistics per task (`popart_per_task`)."""
 
     @property
     def batch_size(self) -> int:
@@ -62,6 +67,8 @@ class Batch:
             value = getattr(self, f.name)
             if isinstance(value, dict):
                 moved[f.name] = {k: v.to(device, non_blocking=non_blocking) for k, v in value.items()}
+            elif value is None:
+                moved[f.name] = None
             else:
                 moved[f.name] = value.to(device, non_blocking=non_blocking)
         return Batch(**moved)
@@ -71,14 +78,21 @@ class Batch:
         pinned: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            pinned[f.name] = (
-                {k: v.pin_memory() for k, v in value.items()} if isinstance(value, dict) else value.pin_memory()
-            )
+            if isinstance(value, dict):
+                pinned[f.name] = {k: v.pin_memory() for k, v in value.items()}
+            else:
+                pinned[f.name] = None if value is None else value.pin_memory()
         return Batch(**pinned)
 
 
-def window_to_batch(window: WindowBatch, spec: DataSpec, codec: ActionCodec | None = None) -> Batch:
-    """Build a torch Batch (CPU) from a store WindowBatch: policy-space actions and rl2 sequences."""
+def window_to_batch(
+    window: WindowBatch,
+    spec: DataSpec,
+    codec: ActionCodec | None = None,
+    task_ids: Mapping[str, int] | None = None,
+) -> Batch:
+    """Build a torch Batch (CPU) from a store WindowBatch: policy-space actions and rl2 sequences; with `task_ids`
+    (env name -> id) the windows' task ids from their `env_names` too."""
     codec = codec or ActionCodec(spec.action)
     mask = np.asarray(window.mask, dtype=bool)  # (B, L)
     bsz, length = mask.shape
@@ -101,4 +115,17 @@ def window_to_batch(window: WindowBatch, spec: DataSpec, codec: ActionCodec | No
         terminated=torch.from_numpy(np.asarray(window.terminated, dtype=bool) & mask),
         truncated=torch.from_numpy(np.asarray(window.truncated, dtype=bool) & mask),
         mask=torch.from_numpy(mask),
+        task=None if task_ids is None else torch.from_numpy(_task_ids(window.env_names, task_ids)),
     )
+
+
+def _task_ids(names: tuple[str, ...], task_ids: Mapping[str, int]) -> np.ndarray:
+    """(B,) int64 ids of the windows' env names; DataError naming a task the agent keeps no statistics of."""
+    try:
+        return np.asarray([task_ids[n] for n in names], dtype=np.int64)
+    except KeyError as e:
+        raise DataError(
+            f"agent.popart_per_task: the data holds task '{e.args[0]}', which the agent keeps no value statistics of "
+            f"(its tasks: {', '.join(task_ids)}, fixed when the run started); train a fresh run (--force) on data "
+            "with that task, or keep that task out of the sampled partitions"
+        ) from None

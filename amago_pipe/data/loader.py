@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,7 @@ class BatchLoader:
         pin_memory: bool = False,
         threaded: bool = True,
         on_windows: WindowHook | None = None,
+        task_ids: Mapping[str, int] | None = None,
     ):
         self.store = store
         self.batch_size, self.seq_len = batch_size, seq_len
@@ -73,6 +74,8 @@ class BatchLoader:
         self.threaded = threaded
         self.codec = ActionCodec(store.spec.action)
         self.on_windows = on_windows
+        self.task_ids = task_ids
+        """Env name -> task id of the batches' `task` (an agent with `popart_per_task`); None: no task ids."""
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.prefetch)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -81,11 +84,17 @@ class BatchLoader:
         """Batch number `index` of this stream (deterministic given the store content)."""
         rng = np.random.default_rng([self.seed, self.rank, index])
         window = self.store.sample(
-            self.batch_size, self.seq_len, partitions=self.partitions, rng=rng, mode=self.mode, balance=self.balance
+            self.batch_size,
+            self.seq_len,
+            partitions=self.partitions,
+            rng=rng,
+            mode=self.mode,
+            balance=self.balance,
+            tasks=self.task_ids is not None,
         )
         if self.on_windows is not None:
             window = self.on_windows(window, rng)
-        batch = window_to_batch(window, self.store.spec, self.codec)
+        batch = window_to_batch(window, self.store.spec, self.codec, self.task_ids)
         return batch.pin_memory() if self.pin_memory else batch
 
     def state_dict(self) -> dict[str, Any]:

@@ -165,6 +165,8 @@ class WindowBatch:
     partition: np.ndarray
     """(B,) int index into `partition_names` of the partition each window came from."""
     partition_names: tuple[str, ...] = ()
+    env_names: tuple[str, ...] = ()
+    """Each window's episode env name (its task), when sampled with `tasks=True`; else empty."""
 
     @property
     def batch_size(self) -> int:

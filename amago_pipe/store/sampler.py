@@ -86,6 +86,7 @@ class WindowSampler:
         rng: np.random.Generator,
         mode: str = "timesteps",
         balance: str = "none",
+        tasks: bool = False,
     ) -> WindowBatch:
         """`batch_size` windows of `seq_len` steps; see `TrajectoryStore.sample`."""
         _check_args(batch_size, seq_len, mode, balance)
@@ -96,17 +97,27 @@ class WindowSampler:
         for _ in range(RETRIES):
             self._refresh(names)
             indexes = [self.indexes[n] for n in names]
-            if balance == "task":
+            if balance == "task" or tasks:
                 for idx in indexes:
                     if idx.task_of is None:
                         idx.set_tasks([self._env_names(m) for m in idx.markers])
             part, ep = self._draw_partitions(indexes, partitions, batch_size, seq_len, mode, rng)
             plan = self._plan(indexes, part, ep, seq_len, mode, rng, balance)
             try:
-                return self._gather(indexes, plan, seq_len, names)
+                batch = self._gather(indexes, plan, seq_len, names)
             except SegmentVanished:
                 self.invalidate()
+                continue
+            if tasks:
+                batch.env_names = tuple(
+                    indexes[p].env_name(e) for p, e in zip(plan["partition"].tolist(), plan["episode"].tolist())
+                )
+            return batch
         raise StoreFormatError(f"{self.files.url}: segments kept vanishing while sampling ({RETRIES} tries)")
+
+    def task_names(self, partition: str) -> list[str]:
+        """The distinct env names (tasks) of a partition's episodes, sorted."""
+        return sorted({n for m in self.files.markers(partition) for n in self._env_names(m)})
 
     def warm(self, partitions: list[str] | None = None) -> dict[str, int]:
         """Fill the RAM and spill arenas and build (or check) the tier files of the segments not in RAM now, rather

@@ -60,6 +60,12 @@ class PartitionIndex:
         self.task_of = np.asarray([codes[n] for n in flat], dtype=np.int64)  # (E,)
         self._balanced.clear()
 
+    def env_name(self, episode: int) -> str:
+        """The env name (task) of episode `episode`; needs `set_tasks`."""
+        if self.task_of is None:
+            raise RuntimeError("PartitionIndex.env_name() before set_tasks()")
+        return self.task_names[int(self.task_of[episode])]
+
     def remap(self, segment_rows: np.ndarray, spill_rows: np.ndarray | None = None) -> None:
         """Set episode arena rows from `segment_rows` (S,), the first arena row of each segment or -1 (and the
         rows in the spill arena from `spill_rows`)."""

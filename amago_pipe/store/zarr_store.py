@@ -349,18 +349,24 @@ class TrajectoryStore:
         rng: np.random.Generator,
         mode: str = "timesteps",
         balance: str = "none",
+        tasks: bool = False,
     ) -> WindowBatch:
         """`batch_size` windows of `seq_len` steps (numpy), deterministic for a seed and the store contents.
 
         `partitions` maps names to mixture weights (default: every partition, in proportion to its data);
         empty partitions drop out of the mixture. `mode`: "timesteps" (default; no timestep, episode ends
         included, is under-sampled), "episodes" or "starts" (AMAGO's slices); `balance="task"` gives every task
-        (episode env name) of a partition the same share; see `amago_pipe.store.windows`.
+        (episode env name) of a partition the same share; see `amago_pipe.store.windows`. `tasks=True` fills
+        the batch's `env_names` (each window's task).
         Segments fitting `cache_bytes` are gathered from RAM, the others read from the disk tier (or zarr).
         """
         return self._window_sampler().sample(
-            batch_size, seq_len, partitions=partitions, rng=rng, mode=mode, balance=balance
+            batch_size, seq_len, partitions=partitions, rng=rng, mode=mode, balance=balance, tasks=tasks
         )
+
+    def task_names(self, partition: str) -> list[str]:
+        """The distinct env names (tasks) of a partition's episodes, sorted (from the seal markers)."""
+        return self._window_sampler().task_names(check_partition_name(partition))
 
     def warm(self, partitions: list[str] | None = None) -> dict[str, int]:
         """Fill the RAM and spill arenas and build the tier files now, rather than when sampling first needs them;

@@ -30,7 +30,14 @@ from amago_pipe.train.best import last_data_change, patience_spent, record_valid
 from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, MetricWindow, partition_sizes, read_metrics
 from amago_pipe.train.online import OnlineCollector, check_online_data, copy_parts, staleness, wait_for_actors
 from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
-from amago_pipe.train.runtime import Runtime, build_agent, from_main, resolve_reward_multiplier, setup_runtime
+from amago_pipe.train.runtime import (
+    Runtime,
+    build_agent,
+    from_main,
+    resolve_reward_multiplier,
+    setup_runtime,
+    task_vocabulary,
+)
 from amago_pipe.train.saving import agent_meta, save_epoch, save_policy
 
 log = logging.getLogger("amago_pipe.train")
@@ -64,9 +71,16 @@ class Learner:
         check_online_data(cfg, store, where=self.where)
         self.rt: Runtime = setup_runtime(cfg)
         torch.manual_seed(seed)  # identical initial weights on every rank
-        self.agent = build_agent(cfg.agent, cfg.model, store.spec, max_seq_len=cfg.max_seq_len, compile=cfg.compile).to(
-            self.rt.device
-        )
+        self.agent = build_agent(
+            cfg.agent,
+            cfg.model,
+            store.spec,
+            max_seq_len=cfg.max_seq_len,
+            compile=cfg.compile,
+            tasks=task_vocabulary(cfg, store),
+        ).to(self.rt.device)
+        if self.agent.task_names:
+            log.info("popart_per_task: value statistics for %s", ", ".join(self.agent.task_names))
         self.optimizer = make_optimizer(
             self.agent,
             lr=cfg.lr,
@@ -96,6 +110,13 @@ class Learner:
         if found is None:
             return False
         c = ckpt.load_checkpoint(found)
+        tasks = tuple(c.meta.get("tasks", ()))
+        if tasks != self.agent.task_names:
+            raise DataError(
+                f"{self.where}: {found} keeps value statistics of the tasks {list(tasks)}, but the data and online "
+                f"task set now have {list(self.agent.task_names)} (agent.popart_per_task); train the same tasks, or "
+                "start a fresh run (--force)"
+            )
         # a checkpoint older than the field keeps this config's value (`auto`: fixed again from the data)
         c.model.setdefault("reward_multiplier", self.agent.reward_multiplier.clone())
         expected = self.agent.state_dict()
@@ -177,6 +198,7 @@ class Learner:
             start=int(self.state.sampler.get("next_index", 0)),
             pin_memory=self.rt.device.type == "cuda",
             on_windows=self._relabel,
+            task_ids={n: i for i, n in enumerate(self.agent.task_names)} if self.agent.task_names else None,
         )
 
     def _has_data(self, epoch: int) -> bool:
@@ -371,7 +393,7 @@ class Learner:
 
     def meta(self, epoch: int) -> dict[str, Any]:
         """What is needed to rebuild the agent (`amago_pipe.train.saving.agent_meta`)."""
-        return agent_meta(self.cfg, self.store.spec, epoch=epoch, step=self.state.step)
+        return agent_meta(self.cfg, self.store.spec, epoch=epoch, step=self.state.step, tasks=self.agent.task_names)
 
     def _finish(self) -> dict[str, Any]:
         st, rows = self.state, read_metrics(self.out_dir / METRICS_FILE)

@@ -1,6 +1,6 @@
 """Process setup of a learner: threads and determinism, accelerate (device, ranks, precision), the C allocator,
-agent building, and the data-dependent piece of the agent (`reward_multiplier: auto`: the data's reward size; the
-rule is `amago_pipe.config.auto.reward_multiplier`).
+agent building, and the data-dependent pieces of the agent (`reward_multiplier: auto`: the data's reward size, the
+rule being `amago_pipe.config.auto.reward_multiplier`; the task vocabulary of `popart_per_task`).
 
 Imports torch, accelerate, the agents and the store; never the pipeline or the CLI.
 """
@@ -65,13 +65,20 @@ def setup_runtime(cfg: TrainStageConfig) -> Runtime:
 
 
 def build_agent(
-    agent_cfg: AgentConfig, model_cfg: ModelConfig, spec: DataSpec, *, max_seq_len: int, compile: bool = False
+    agent_cfg: AgentConfig,
+    model_cfg: ModelConfig,
+    spec: DataSpec,
+    *,
+    max_seq_len: int,
+    compile: bool = False,
+    tasks: tuple[str, ...] = (),
 ) -> Agent:
-    """The agent class named by `agent_cfg` (or a plugin), built from the spec and the model config; the process
-    keeps freed memory for reuse from then on (`keep_freed_memory`)."""
+    """The agent class named by `agent_cfg` (or a plugin), built from the spec and the model config, with value
+    statistics per task of `tasks` (`popart_per_task`); the process keeps freed memory for reuse from then on
+    (`keep_freed_memory`)."""
     keep_freed_memory()
     impl = agent_cfg.implementation()
-    agent = impl(spec, model_cfg, agent_cfg, max_seq_len=max_seq_len)
+    agent = impl(spec, model_cfg, agent_cfg, max_seq_len=max_seq_len, **({"tasks": tasks} if tasks else {}))
     if not isinstance(agent, Agent):
         raise ConfigError(
             f"train.agent.type: '{agent_cfg.type}' built a {type(agent).__name__}; agent plugins must subclass "
@@ -100,6 +107,19 @@ def keep_freed_memory() -> bool:
         return False
     libc = ctypes.CDLL(None)
     return bool(libc.mallopt(_M_MMAP_THRESHOLD, KEEP_FREED_BYTES) and libc.mallopt(_M_TRIM_THRESHOLD, KEEP_FREED_BYTES))
+
+
+def task_vocabulary(cfg: TrainStageConfig, store: TrajectoryStore) -> tuple[str, ...]:
+    """`popart_per_task`: the tasks a train stage keeps value statistics of, sorted: the env names of the episodes in
+    the partitions it samples (any epoch) and those of its online task set; () without `popart_per_task`."""
+    if not cfg.agent.popart_per_task:
+        return ()
+    known = set(store.partitions())
+    sampled = set(cfg.partitions).union(*(p.weights for p in cfg.partition_schedule)) & known
+    names = {n for p in sampled for n in store.task_names(p)}
+    if cfg.online is not None:
+        names.update(cfg.online.env.task_names)
+    return tuple(sorted(names))
 
 
 def auto_reward_multiplier(rewards: np.ndarray) -> float:

@@ -19,8 +19,11 @@ from amago_pipe.spec import DataSpec
 from amago_pipe.train import checkpoint as ckpt
 
 
-def agent_meta(cfg: TrainStageConfig, spec: DataSpec, *, epoch: int, step: int) -> dict[str, Any]:
-    """What is needed to rebuild the agent: spec, model and agent configs, window length."""
+def agent_meta(
+    cfg: TrainStageConfig, spec: DataSpec, *, epoch: int, step: int, tasks: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """What is needed to rebuild the agent: spec, model and agent configs, window length (and the tasks of
+    `popart_per_task`)."""
     return {
         "format": ckpt.CHECKPOINT_FORMAT,
         "spec": spec.to_json(),
@@ -29,6 +32,7 @@ def agent_meta(cfg: TrainStageConfig, spec: DataSpec, *, epoch: int, step: int) 
         "max_seq_len": cfg.max_seq_len,
         "epoch": epoch,
         "step": step,
+        **({"tasks": list(tasks)} if tasks else {}),
     }
 
 

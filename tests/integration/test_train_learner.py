@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from unit.data.learning_data import make_spec, make_store
+from unit.data.learning_data import make_episode, make_spec, make_store
 
 from amago_pipe.config.build import FieldError
 from amago_pipe.config.envs import EnvConfig
@@ -26,7 +26,8 @@ from amago_pipe.config.nets import (
 from amago_pipe.config.online import PartitionPhase
 from amago_pipe.config.train import AgentConfig, LoggingConfig, MultiTaskConfig, TrainStageConfig, ValidateConfig
 from amago_pipe.errors import ConfigError, DataError, Interrupted
-from amago_pipe.store import Episode
+from amago_pipe.spec import DataSpec
+from amago_pipe.store import Episode, TrajectoryStore
 from amago_pipe.train.learner import Learner, LearnerHooks, NonFiniteLoss
 from amago_pipe.train.policy_loading import load_policy, policy_path
 
@@ -265,3 +266,40 @@ def test_the_sequence_model_and_history_head_learn_at_model_lr_scale(store, tmp_
     for name, p in trained.items():
         expected = cfg.lr * (fast if name.startswith(("model.", "history.")) else 1.0)
         assert lr_of[id(p)] == pytest.approx(expected), name
+
+
+def test_popart_per_task_keeps_a_value_scale_per_task_and_resumes_only_with_the_same_tasks(tmp_path: Path) -> None:
+    """Two tasks whose rewards differ 1000-fold: the agent keeps one PopArt statistic per task (recorded in the
+    checkpoint and logged per task); a resume over data holding a third task is refused, naming the tasks."""
+    spec = make_spec("discrete")
+    store = _store_with_tasks(tmp_path / "s.zarr", spec, {"small": 1.0, "big": 1000.0})
+    agent = dataclasses.replace(_cfg().agent, popart_per_task=True, reward_multiplier=1.0)
+    out = tmp_path / "train"
+    Learner(_cfg(epochs=2, agent=agent), store, out, seed=0, hooks=LearnerHooks()).run()
+    meta = json.loads((out / "checkpoints/latest/state.json").read_text())
+    assert meta["meta"]["tasks"] == ["big", "small"]
+    weights = _final_weights(out)
+    sigma = (weights["popart.nu"] - weights["popart.mu"].square()).sqrt()  # (T, G)
+    assert weights["popart.mu"].shape == (2, 3) and bool((sigma[0] > 50 * sigma[1]).all()), sigma
+    rows = [json.loads(r) for r in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any("train/popart_sigma/big" in r and "train/popart_sigma/small" in r for r in rows)
+    resumed = Learner(_cfg(epochs=3, agent=agent), store, out, seed=0, hooks=LearnerHooks())
+    assert resumed.resume()
+    with store.writer("protected") as w:
+        w.add(dataclasses.replace(make_episode(spec, 10, np.random.default_rng(9)), env_name="third"))
+    with pytest.raises(
+        DataError, match=r"tasks \['big', 'small'\], but the data .* now have \['big', 'small', 'third'\]"
+    ):
+        Learner(_cfg(epochs=3, agent=agent), store, out, seed=0, hooks=LearnerHooks()).resume()
+
+
+def _store_with_tasks(path: Path, spec: DataSpec, scales: dict[str, float]) -> TrajectoryStore:
+    """Six random episodes per task, the task's rewards multiplied by its scale."""
+    store = TrajectoryStore.create(path, spec)
+    rng = np.random.default_rng(0)
+    with store.writer("protected") as w:
+        for name, scale in scales.items():
+            for _ in range(6):
+                ep = make_episode(spec, int(rng.integers(10, 30)), rng)
+                w.add(dataclasses.replace(ep, env_name=name, rewards=ep.rewards * scale + scale))
+    return store

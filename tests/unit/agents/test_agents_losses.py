@@ -60,6 +60,42 @@ def test_popart_update_preserves_raw_outputs_and_tracks_statistics() -> None:
     assert float(masked.mu) == 1.0 and float(masked.sigma) == 1.0  # padded steps ignored; sigma floored at 1
 
 
+def test_popart_per_task_keeps_each_scale_and_matches_separate_popart() -> None:
+    """Two tasks whose returns differ 1000-fold: per-task statistics equal those of a separate PopArt per task,
+    raw outputs are preserved per task, and a task absent from a batch keeps its statistics."""
+    torch.manual_seed(0)
+    joint, alone = PopArt(2, n_tasks=2, beta=0.1), [PopArt(2, beta=0.1), PopArt(2, beta=0.1)]
+    assert joint.mu.shape == (2, 2) and PopArt(2).mu.shape == (2,)  # one task keeps the old shapes
+    scales = torch.tensor([1.0, 1000.0])
+    for step in range(4):
+        task = torch.tensor([0, 1, 1]) if step != 2 else torch.tensor([1, 1, 1])  # step 2: no task-0 windows
+        targets = torch.randn(3, 5, 2) * scales[task][:, None, None] + scales[task][:, None, None]  # (B, L, G)
+        mask = torch.rand(3, 5) > 0.2
+        x = torch.randn(4, 3, 5, 2)
+        before = joint(x, normalized=False, task=task)
+        mu0 = joint.mu[0].clone()
+        joint.update(targets, mask, task)
+        if step > 0:
+            torch.testing.assert_close(joint(x, normalized=False, task=task), before, rtol=1e-4, atol=1e-3)
+        if step == 2:
+            assert torch.equal(joint.mu[0], mu0)
+        for i in range(2):
+            rows = task == i
+            if rows.any():
+                alone[i].update(targets[rows], mask[rows])
+    for i in range(2):
+        torch.testing.assert_close(joint.mu[i], alone[i].mu)
+        torch.testing.assert_close(joint.sigma[i], alone[i].sigma)
+    assert float(joint.sigma[1, 0]) > 100 * float(joint.sigma[0, 0])
+    values = torch.randn(2, 5, 2)  # (B, L, G)
+    task = torch.tensor([1, 0])
+    expected = torch.stack([alone[1].normalize(values[0]), alone[0].normalize(values[1])])
+    torch.testing.assert_close(joint.normalize(values, task=task), expected)
+    assert joint.sigma_of(task).shape == (2, 1, 2)
+    with pytest.raises(ValueError, match="task ids"):
+        joint.normalize(values)
+
+
 def test_popart_axis_for_per_action_values() -> None:
     popart = PopArt(3)
     popart.update(torch.tensor([[1.0, 2.0, 3.0], [3.0, 4.0, 5.0]]), torch.ones(2, dtype=torch.bool))

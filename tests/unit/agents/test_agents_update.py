@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -231,3 +233,34 @@ def test_filter_scale_max_reaches_the_filter(batches, monkeypatch: pytest.Monkey
         scaled[cap] = seen[-1]
     assert 39.0 < float(agent.popart.sigma[-1]) < 41.0 and float(scaled[None].abs().max()) > 1e-3, scaled[None]
     torch.testing.assert_close(scaled[10.0], scaled[None] * agent.popart.sigma.float() / 10.0, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["agent", "multitask"])
+@pytest.mark.parametrize("kind", ["discrete", "continuous"])
+def test_per_task_popart_computes_what_one_popart_with_that_tasks_statistics_does(
+    batches, kind: str, name: str
+) -> None:
+    """Every window of task 1: the per-task agent's losses and metrics equal those of an agent with one PopArt holding
+    task 1's statistics (task 0's, far off, are not read); without task ids it refuses."""
+    batch = batches[kind]
+    torch.manual_seed(0)
+    single = _agent(kind, name)
+    torch.manual_seed(0)
+    per_task = AGENTS[name][0](single.spec, TINY, single.cfg, max_seq_len=6, tasks=("a", "b"))
+    for agent, rows in ((single, slice(None)), (per_task, 1)):
+        agent.popart.updates.fill_(10.0)  # past the first batch, which would reset the statistics
+        agent.popart.mu[rows] = torch.tensor([3.0, -2.0, 5.0], dtype=torch.float64)
+        agent.popart.nu[rows] = agent.popart.mu[rows].square() + 4.0
+    per_task.popart.mu[0], per_task.popart.nu[0] = 1e3, 1e8
+    batch_b = dataclasses.replace(batch, task=torch.ones(batch.batch_size, dtype=torch.int64))
+    torch.manual_seed(1)
+    losses, metrics = single(batch)
+    torch.manual_seed(1)
+    losses_b, metrics_b = per_task(batch_b)
+    for key in losses:
+        torch.testing.assert_close(losses_b[key], losses[key])
+    torch.testing.assert_close(metrics_b["q_mean"], metrics["q_mean"])
+    torch.testing.assert_close(per_task.popart.mu[1], single.popart.mu)
+    assert float(metrics_b["popart_sigma/b"]) == pytest.approx(float(single.popart.sigma[-1]))
+    with pytest.raises(ValueError, match="task ids"):
+        per_task(batch)

@@ -95,3 +95,25 @@ def test_missing_and_empty_partitions_are_clear_errors(tmp_path) -> None:
 def test_make_spec_kinds() -> None:
     assert make_spec("discrete").action.kind == "discrete"
     assert make_spec("continuous").rl2_dim == 3
+
+
+def test_loader_task_ids_map_env_names_and_refuse_a_task_without_statistics(tmp_path) -> None:
+    store = make_store(tmp_path / "s.zarr", episodes=4)  # every episode's env name is the default one
+    (name,) = store.task_names("protected")
+    loader = BatchLoader(
+        store, batch_size=3, seq_len=4, partitions={"protected": 1.0}, seed=0, threaded=False, task_ids={name: 1}
+    )
+    batch = next(loader)
+    assert batch.task is not None and batch.task.tolist() == [1, 1, 1]
+    assert (
+        batch.to("cpu").task is not None
+        and next(
+            BatchLoader(store, batch_size=2, seq_len=4, partitions={"protected": 1.0}, seed=0, threaded=False)
+        ).task
+        is None
+    )
+    loader.task_ids = {"other": 0}
+    with pytest.raises(
+        DataError, match=rf"holds task '{name}', which the agent keeps no value statistics of \(its tasks: other"
+    ):
+        next(loader)

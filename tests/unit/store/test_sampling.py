@@ -206,3 +206,20 @@ def test_balance_reads_task_names_of_segments_sealed_before_markers_held_them(tm
     old = TrajectoryStore.open(tmp_path / "t.zarr")
     batch = old.sample(4000, 8, rng=np.random.default_rng(0), balance="task")
     assert abs(float(np.mean(batch.rewards[:, 0] >= 100_000)) - 0.5) < 0.04
+
+
+def test_sample_with_tasks_names_each_windows_task(tmp_path: Path) -> None:
+    """`tasks=True` gives each window its episode's env name (task "b" episodes hold rewards >= 100,000), over a
+    mixture of two partitions too; `task_names` lists a partition's tasks."""
+    store = _task_store(tmp_path)
+    assert store.task_names("protected") == ["a", "b"]
+    batch = store.sample(400, 8, rng=np.random.default_rng(0), balance="task", tasks=True)
+    is_b = np.asarray([n == "b" for n in batch.env_names])
+    assert len(batch.env_names) == 400 and np.array_equal(is_b, batch.rewards[:, 0] >= 100_000)
+    assert store.sample(4, 8, rng=np.random.default_rng(0)).env_names == ()  # not asked for
+    with store.writer("fifo") as w:
+        ep = counting_episode(BOX, 20, 0)
+        w.add(type(ep)(**{**ep.__dict__, "env_name": "c"}))
+    mixed = store.sample(200, 4, partitions={"protected": 1.0, "fifo": 1.0}, rng=np.random.default_rng(1), tasks=True)
+    from_fifo = mixed.partition == mixed.partition_names.index("fifo")
+    assert from_fifo.any() and all((n == "c") == f for n, f in zip(mixed.env_names, from_fifo, strict=True))
