@@ -226,9 +226,9 @@ class Agent(nn.Module):
     def act(self, states: torch.Tensor, *, greedy: bool, valid: torch.Tensor | None = None) -> torch.Tensor:
         """Actions of the acting gamma (the last) for states (N, D): ids (N,) / (N, k), bits or values in [-1, 1];
         discrete ids only where `valid (N, n)` (the action mask) is 1."""
-        dist = self.actor(states[:, None], None if valid is None else valid[:, None])  # batch (N, 1, G)
-        a = dist.mode if greedy else dist.sample()  # (N, 1, G[, A])
-        return a[:, 0, -1].reshape(-1, *self.spec.action.shape)  # (N, *action shape)
+        dist = self.actor(states[:, None], None if valid is None else valid[:, None], acting=True)  # batch (N, 1, 1)
+        a = dist.mode if greedy else dist.sample()  # (N, 1, 1[, A])
+        return a[:, 0, 0].reshape(-1, *self.spec.action.shape)  # (N, *action shape)
 
     def policy_state_dict(self) -> dict[str, torch.Tensor]:
         """The weights needed to act: sequence model and actor (their average under `policy_average`)."""

@@ -14,7 +14,7 @@ from torch import nn
 
 from amago_pipe.errors import ConfigError, MissingDependencyError
 from amago_pipe.nets.kv_cache import AttentionPlan, write_slots
-from amago_pipe.nets.layers import linear
+from amago_pipe.nets.layers import Dropout, linear
 from amago_pipe.nets.positions import Rotary
 
 BACKENDS = ("sdpa", "flash", "vanilla")
@@ -61,7 +61,9 @@ def vanilla_attention(
         mask = band_mask(q.shape[-2], q.shape[-2], q.device)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    probs = F.dropout(scores.softmax(dim=-1), p=dropout_p, training=dropout_p > 0)
+    probs = scores.softmax(dim=-1)
+    if dropout_p > 0:
+        probs = F.dropout(probs, p=dropout_p)
     return probs @ v  # (B, H, Lq, Dh)
 
 
@@ -88,7 +90,7 @@ class CausalSelfAttention(nn.Module):
         self.qkv = linear(d_model, 3 * d_model, sigma_reparam=sigma_reparam)
         self.out = linear(d_model, d_model, sigma_reparam=sigma_reparam)
         self.head_scale = nn.Parameter(torch.ones(n_heads)) if head_scaling else None
-        self.dropout_attn, self.qkv_dropout = dropout_attn, nn.Dropout(dropout_qkv)
+        self.dropout_attn, self.qkv_dropout = dropout_attn, Dropout(dropout_qkv)
 
     def forward(self, x: torch.Tensor, layer: int, plan: AttentionPlan) -> torch.Tensor:
         B, L, D = x.shape

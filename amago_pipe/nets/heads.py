@@ -121,10 +121,13 @@ class ActorHead(nn.Module):
             dropout=cfg.dropout,
         )
 
-    def forward(self, state: torch.Tensor, valid: torch.Tensor | None = None) -> Distribution:
+    def forward(self, state: torch.Tensor, valid: torch.Tensor | None = None, *, acting: bool = False) -> Distribution:
         """G distributions at `state (B, L, D)`; discrete actions where `valid (B, L, n)` is 0 get no probability
-        (steps whose mask is all 0, e.g. padding, are left unmasked)."""
+        (steps whose mask is all 0, e.g. padding, are left unmasked). `acting`: only the acting gamma's (the last),
+        batch shape `(B, L, 1)`."""
         params = self.net(state).float().unflatten(-1, (self.num_gammas, self.params_per_gamma))  # (B, L, G, P)
+        if acting:
+            params = params[..., -1:, :]  # (B, L, 1, P)
         if self.action.kind == "discrete":
             return categorical(params if valid is None else mask_logits(params, valid))
         if self.action.kind == "multibinary":

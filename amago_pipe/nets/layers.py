@@ -47,6 +47,23 @@ def norm_layer(kind: str, dim: int) -> nn.Module:
     raise ValueError(f"unknown norm '{kind}'; expected 'layer', 'rms' or 'none'")
 
 
+def _tracing() -> bool:
+    """Under jit tracing or scripting, torch.compile or torch.export (a reused tensor would be baked in, or is fake)."""
+    return bool(
+        torch.jit.is_tracing()
+        or torch.jit.is_scripting()
+        or torch.compiler.is_compiling()
+        or torch.compiler.is_exporting()
+    )
+
+
+class Dropout(nn.Dropout):
+    """`nn.Dropout` that costs nothing outside training (no kernel call: rollouts step through many of them)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.dropout(x, self.p, True, self.inplace) if self.training and self.p > 0 else x
+
+
 class SigmaReparamLinear(nn.Module):
     """Linear layer with weight `gamma / sigma(W) * W` (sigma-reparam, arXiv:2303.06296).
 
@@ -70,6 +87,8 @@ class SigmaReparamLinear(nn.Module):
         self.register_buffer("u", u / u.norm())
         self.register_buffer("v", v / v.norm())
         self._power_iteration(steps=20)  # start from a converged sigma, so evaluation before training is sane
+        self._acting_weight: torch.Tensor | None = None
+        self._acting_key: tuple[tuple[int, int], ...] = ()
 
     @torch.no_grad()
     def _power_iteration(self, steps: int = 1) -> None:
@@ -78,12 +97,21 @@ class SigmaReparamLinear(nn.Module):
             self.u.copy_(F.normalize(self.weight @ self.v, dim=0, eps=1e-8))
 
     def effective_weight(self) -> torch.Tensor:
-        """`gamma / sigma * W` in float32 (even under autocast); updates u, v in training mode."""
+        """`gamma / sigma * W` in float32 (even under autocast); updates u, v in training mode. Acting (evaluation
+        mode without gradients) reuses the last one until a weight, gamma, u or v changes."""
+        acting = not (self.training or torch.is_grad_enabled() or _tracing())
+        if acting:
+            key = tuple((t.data_ptr(), t._version) for t in (self.weight, self.gamma, self.u, self.v))
+            if self._acting_weight is not None and self._acting_key == key:
+                return self._acting_weight
         with torch.autocast(self.weight.device.type, enabled=False):
             if self.training:
                 self._power_iteration()
             sigma = torch.dot(self.u, self.weight @ self.v)
-            return self.weight * (self.gamma / sigma)
+            weight = self.weight * (self.gamma / sigma)
+        if acting:
+            self._acting_weight, self._acting_key = weight, key
+        return weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return fast_linear(x, self.effective_weight(), self.bias)
@@ -110,7 +138,7 @@ def mlp(
     for _ in range(n_layers):
         layers += [Linear(width, d_hidden), norm_layer(hidden_norm, d_hidden), activation(act)]
         if dropout > 0:
-            layers.append(nn.Dropout(dropout))
+            layers.append(Dropout(dropout))
         width = d_hidden
     layers.append(Linear(width, d_out))
     return nn.Sequential(*layers)

@@ -37,12 +37,13 @@ def use_onednn(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether `linear(x, weight)` takes oneDNN: plain float32 CPU tensors, a large product, eager mode."""
     return (
         _enabled[0]
-        and not (torch.jit.is_tracing() or torch.jit.is_scripting() or torch.compiler.is_compiling())
         and type(x) is torch.Tensor  # not a FakeTensor or another subclass (torch.export)
+        and not torch.compiler.is_compiling()
+        and x.numel() * weight.shape[0] >= ONEDNN_MIN_MACS  # early: it rules out every rollout step at once
+        and not (torch.jit.is_tracing() or torch.jit.is_scripting())
         and x.device.type == "cpu"
         and x.dtype == weight.dtype == torch.float32
         and not torch.is_autocast_enabled("cpu")
-        and x.numel() * weight.shape[0] >= ONEDNN_MIN_MACS
     )
 
 

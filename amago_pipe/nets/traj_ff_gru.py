@@ -10,7 +10,7 @@ from torch import nn
 
 from amago_pipe.config.nets import FFTrajConfig, GruConfig
 from amago_pipe.nets.base import TrajEncoder, TrajState, check_done_mask, check_sequence
-from amago_pipe.nets.layers import activation, norm_layer
+from amago_pipe.nets.layers import Dropout, activation, norm_layer
 from amago_pipe.nets.onednn_linear import Linear
 
 
@@ -23,9 +23,9 @@ class _ResidualMlpBlock(nn.Module):
         self.ff = nn.Sequential(
             Linear(d_model, 4 * d_model),
             activation(act),
-            nn.Dropout(dropout),
+            Dropout(dropout),
             Linear(4 * d_model, d_model),
-            nn.Dropout(dropout),
+            Dropout(dropout),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

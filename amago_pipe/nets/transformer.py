@@ -11,7 +11,7 @@ from amago_pipe.config.nets import TransformerConfig
 from amago_pipe.nets.attention import CausalSelfAttention
 from amago_pipe.nets.base import TrajEncoder, TrajState, check_done_mask, check_sequence
 from amago_pipe.nets.kv_cache import AttentionPlan, cache_from_full, empty_cache, plan_cached, plan_full, reset_cache
-from amago_pipe.nets.layers import activation, linear, norm_layer
+from amago_pipe.nets.layers import Dropout, activation, linear, norm_layer
 from amago_pipe.nets.onednn_linear import Linear
 from amago_pipe.nets.positions import LearnedTimeEmbedding, Rotary, SinusoidalTimeEmbedding
 
@@ -39,7 +39,7 @@ class TransformerBlock(nn.Module):
         self.act = activation(cfg.activation)
         self.norm_ff_mid = norm_layer(extra, d_ff)
         self.ff2 = linear(d_ff, d_model, sigma_reparam=cfg.sigma_reparam)
-        self.drop = nn.Dropout(cfg.dropout_ff)
+        self.drop = Dropout(cfg.dropout_ff)
 
     def forward(self, x: torch.Tensor, layer: int, plan: AttentionPlan) -> torch.Tensor:
         x = x + self.drop(self.norm_attn_out(self.attn(self.norm_attn(x), layer, plan)))  # (B, L, D)
@@ -69,7 +69,7 @@ class TransformerTrajEncoder(TrajEncoder):
             self.time_emb = LearnedTimeEmbedding(cfg.d_model, cfg.max_time)
         elif cfg.pos_emb == "rope":
             self.rotary = Rotary(self.head_dim)
-        self.emb_drop = nn.Dropout(cfg.dropout_emb)
+        self.emb_drop = Dropout(cfg.dropout_emb)
         self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
         self.out_norm = norm_layer(cfg.norm, cfg.d_model)
         self.static_cache = False
