@@ -33,6 +33,7 @@ from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
 from amago_pipe.train.runtime import (
     Runtime,
     build_agent,
+    check_same_tasks,
     from_main,
     resolve_reward_multiplier,
     setup_runtime,
@@ -71,16 +72,11 @@ class Learner:
         check_online_data(cfg, store, where=self.where)
         self.rt: Runtime = setup_runtime(cfg)
         torch.manual_seed(seed)  # identical initial weights on every rank
-        self.agent = build_agent(
-            cfg.agent,
-            cfg.model,
-            store.spec,
-            max_seq_len=cfg.max_seq_len,
-            compile=cfg.compile,
-            tasks=task_vocabulary(cfg, store),
-        ).to(self.rt.device)
-        if self.agent.task_names:
-            log.info("popart_per_task: value statistics for %s", ", ".join(self.agent.task_names))
+        tasks = task_vocabulary(cfg, store)
+        agent = build_agent(
+            cfg.agent, cfg.model, store.spec, max_seq_len=cfg.max_seq_len, compile=cfg.compile, tasks=tasks
+        )
+        self.agent = agent.to(self.rt.device)
         self.optimizer = make_optimizer(
             self.agent,
             lr=cfg.lr,
@@ -110,13 +106,7 @@ class Learner:
         if found is None:
             return False
         c = ckpt.load_checkpoint(found)
-        tasks = tuple(c.meta.get("tasks", ()))
-        if tasks != self.agent.task_names:
-            raise DataError(
-                f"{self.where}: {found} keeps value statistics of the tasks {list(tasks)}, but the data and online "
-                f"task set now have {list(self.agent.task_names)} (agent.popart_per_task); train the same tasks, or "
-                "start a fresh run (--force)"
-            )
+        check_same_tasks(tuple(c.meta.get("tasks", ())), self.agent.task_names, where=f"{self.where}: {found}")
         # a checkpoint older than the field keeps this config's value (`auto`: fixed again from the data)
         c.model.setdefault("reward_multiplier", self.agent.reward_multiplier.clone())
         expected = self.agent.state_dict()

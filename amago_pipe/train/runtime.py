@@ -8,6 +8,7 @@ Imports torch, accelerate, the agents and the store; never the pipeline or the C
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import platform
 from dataclasses import dataclass
@@ -21,9 +22,11 @@ from amago_pipe.config import auto
 from amago_pipe.config.agent import AgentConfig
 from amago_pipe.config.nets import ModelConfig
 from amago_pipe.config.train import TrainStageConfig
-from amago_pipe.errors import ConfigError
+from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.spec import DataSpec
 from amago_pipe.store import TrajectoryStore
+
+log = logging.getLogger("amago_pipe.train")
 
 
 @dataclass
@@ -119,7 +122,18 @@ def task_vocabulary(cfg: TrainStageConfig, store: TrajectoryStore) -> tuple[str,
     names = {n for p in sampled for n in store.task_names(p)}
     if cfg.online is not None:
         names.update(cfg.online.env.task_names)
+    if names:
+        log.info("popart_per_task: value statistics for %s", ", ".join(sorted(names)))
     return tuple(sorted(names))
+
+
+def check_same_tasks(recorded: tuple[str, ...], now: tuple[str, ...], *, where: str) -> None:
+    """DataError when a checkpoint keeps value statistics of other tasks than the run would now (`popart_per_task`)."""
+    if recorded != now:
+        raise DataError(
+            f"{where} keeps value statistics of the tasks {list(recorded)}, but the data and online task set now have "
+            f"{list(now)} (agent.popart_per_task); train the same tasks, or start a fresh run (--force)"
+        )
 
 
 def auto_reward_multiplier(rewards: np.ndarray) -> float:
