@@ -210,6 +210,24 @@ class KeyDoorExplorerConfig(PolicyConfig):
 
 
 @config
+class AlchemyPlayerConfig(PolicyConfig):
+    """Symbolic Alchemy: drinks the potions it has seen fix a wrong feature, else untried ones, and cashes in at the
+    target; remembers what each colour did across the trials of an episode unless `remember: false`."""
+
+    impl: ClassVar[str] = "amago_pipe.envs.builtin.behaviour:alchemy_player_policy"
+    type: str = "alchemy-player"
+    """Registered name or `package.module:Class` of a plugin."""
+    remember: bool = True
+    """Keep the colours' effects from trial to trial (episode returns ~2.8), or forget them at each trial (~1.5)."""
+    epsilon: float = 0.0
+    """Per-step probability of a uniformly random action instead (part of the player, not `exploration`)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise FieldError("epsilon", f"a probability must be in [0, 1], got {self.epsilon:g}")
+
+
+@config
 class CheckpointPolicyConfig(PolicyConfig):
     """A trained policy: a train stage's `latest`/`best`/epoch weights, or a policy file."""
 

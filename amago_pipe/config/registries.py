@@ -74,6 +74,7 @@ _BUILTIN: dict[Registry[Any], dict[str, str]] = {
         "pendulum-energy": "amago_pipe.config.policies:PendulumEnergyConfig",
         "tmaze-walker": "amago_pipe.config.policies:TmazeWalkerConfig",
         "key-door-explorer": "amago_pipe.config.policies:KeyDoorExplorerConfig",
+        "alchemy-player": "amago_pipe.config.policies:AlchemyPlayerConfig",
         "checkpoint": "amago_pipe.config.policies:CheckpointPolicyConfig",
     },
     EXPLORATION: {
