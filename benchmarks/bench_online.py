@@ -1,11 +1,12 @@
 """Online collection throughput: env steps/s of a trained-size policy (transformer with its KV cache, or ff) in
-CartPole-v1 at 8 and 32 envs — sync, async, already_vectorized (gymnasium's numpy batch CartPole) and gymnax
+CartPole-v1 at 8, 32 and 128 envs, acting eagerly or through the traced step (agents/traced_step.py) — sync, async, already_vectorized (gymnasium's numpy batch CartPole) and gymnax
 (`gymnax/CartPole-v1`, one jitted JAX batch; needs the `gymnax` extra) — with the time of one vector step split into policy, env and
 recording; and what collecting costs the learner (updates/s of an online epoch vs offline-only).
 
     python benchmarks/bench_online.py                 # both tables
     python benchmarks/bench_online.py --only collect  # the collection table only
     python benchmarks/bench_online.py --only collect --modes sync gymnax
+    python benchmarks/bench_online.py --only collect --modes sync --n-envs 8 32 128 --acting eager traced
 
 One torch thread (OMP_NUM_THREADS=1), as the pipelines use. Prints Markdown tables.
 """
@@ -23,6 +24,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch
 
+from amago_pipe.agents import traced_step
 from amago_pipe.agents.policy import AgentPolicy
 from amago_pipe.config.build import Problems, build
 from amago_pipe.config.envs import EnvConfig
@@ -88,23 +90,23 @@ MODES = {
 """Collection case name -> (env id, EnvConfig mode)."""
 
 
-def collection(steps: int, modes: list[str]) -> str:
+def collection(steps: int, modes: list[str], env_counts: list[int], acting: list[str]) -> str:
     rows = []
     for model in MODELS:
         for mode in modes:
             env_id, env_mode = MODES[mode]
-            for n_envs in (8, 32):
+            for n_envs, how in ((n, a) for n in env_counts for a in acting):
                 env = make_batched_env(EnvConfig(id=env_id, n_envs=n_envs, mode=env_mode))  # type: ignore[arg-type]
                 cfg = train_config(model, online=False, updates=1)
                 agent = build_agent(cfg.agent, cfg.model, env.spec, max_seq_len=cfg.max_seq_len).eval()
-                policy = Timed(AgentPolicy(agent, greedy=False), "act")
+                policy = Timed(AgentPolicy(agent, greedy=False, traced=how == "traced"), "act")
                 exploring = ExploringPolicy(
                     policy,  # type: ignore[arg-type]
                     make_exploration(EpsilonGreedyConfig(epsilon=0.1), env.spec, seed=0, where="bench"),  # type: ignore[call-arg]
                 )
                 timed_env = Timed(env, "step")
                 stepper = Stepper(timed_env, exploring, seed=0)  # type: ignore[arg-type]
-                stepper.run(20, on_episode=lambda ep: None)  # warm up
+                stepper.run(traced_step.WARMUP_STEPS + 8, on_episode=lambda ep: None)  # warm up, the trace built
                 policy.seconds = timed_env.seconds = 0.0
                 start = time.perf_counter()
                 result = stepper.run(steps, on_episode=lambda ep: None)
@@ -112,12 +114,22 @@ def collection(steps: int, modes: list[str]) -> str:
                 env.close()
                 per_step_ms = 1000 * total / steps
                 rows.append([
-                    model, mode, n_envs, f"{result.env_steps / total:,.0f}", f"{per_step_ms:.2f}",
+                    model, mode, n_envs, how, f"{result.env_steps / total:,.0f}", f"{per_step_ms:.2f}",
                     f"{1000 * policy.seconds / steps:.2f}", f"{1000 * timed_env.seconds / steps:.2f}",
                     f"{per_step_ms - 1000 * (policy.seconds + timed_env.seconds) / steps:.2f}",
                 ])  # fmt: skip
                 print(rows[-1], flush=True)
-    header = ["model", "mode", "n_envs", "env steps/s", "ms / vector step", "policy ms", "env ms", "recording ms"]
+    header = [
+        "model",
+        "mode",
+        "n_envs",
+        "acting",
+        "env steps/s",
+        "ms / vector step",
+        "policy ms",
+        "env ms",
+        "recording ms",
+    ]
     return table(header, rows)
 
 
@@ -156,10 +168,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=500, help="vector steps per collection case")
     parser.add_argument("--updates", type=int, default=200, help="updates per epoch in the learner cases")
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES), help="collection cases")
+    parser.add_argument("--n-envs", nargs="+", type=int, default=[8, 32, 128], help="env counts per case")
+    parser.add_argument("--acting", nargs="+", choices=["eager", "traced"], default=["traced"], help="acting paths")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.only in (None, "collect"):
-        print(collection(args.steps, args.modes))
+        print(collection(args.steps, args.modes, args.n_envs, args.acting))
     if args.only in (None, "learner"):
         print(learner_cost(args.updates))
 

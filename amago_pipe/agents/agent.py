@@ -226,8 +226,11 @@ class Agent(nn.Module):
     def act(self, states: torch.Tensor, *, greedy: bool, valid: torch.Tensor | None = None) -> torch.Tensor:
         """Actions of the acting gamma (the last) for states (N, D): ids (N,) / (N, k), bits or values in [-1, 1];
         discrete ids only where `valid (N, n)` (the action mask) is 1."""
-        dist = self.actor(states[:, None], None if valid is None else valid[:, None], acting=True)  # batch (N, 1, 1)
-        a = dist.mode if greedy else dist.sample()  # (N, 1, 1[, A])
+        return self.act_on(self.actor.params(states[:, None], acting=True)[:, 0], greedy=greedy, valid=valid)
+
+    def act_on(self, params: torch.Tensor, *, greedy: bool, valid: torch.Tensor | None = None) -> torch.Tensor:
+        """`act` from the acting gamma's distribution parameters `(N, 1, P)` (`actor.params(..., acting=True)`)."""
+        a = self.actor.act(params[:, None], None if valid is None else valid[:, None], greedy=greedy)  # (N, 1, 1[, A])
         return a[:, 0, 0].reshape(-1, *self.spec.action.shape)  # (N, *action shape)
 
     def policy_state_dict(self) -> dict[str, torch.Tensor]:

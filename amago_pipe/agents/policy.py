@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from amago_pipe.agents.traced_step import TracedActing
 from amago_pipe.nets.base import TrajState
 
 
@@ -18,8 +19,10 @@ class ActingAgent(Protocol):
     """What AgentPolicy needs from an agent."""
 
     model: Any
+    actor: Any
+    training: bool
 
-    def act(self, states: torch.Tensor, *, greedy: bool, valid: torch.Tensor | None = None) -> torch.Tensor: ...
+    def act_on(self, params: torch.Tensor, *, greedy: bool, valid: torch.Tensor | None = None) -> torch.Tensor: ...
 
     def valid_actions(self, obs: dict[str, torch.Tensor]) -> torch.Tensor | None: ...
 
@@ -27,8 +30,18 @@ class ActingAgent(Protocol):
 class AgentPolicy:
     """Stepwise inference: one observation per env per call; memory reset per env when its episode restarts."""
 
-    def __init__(self, agent: ActingAgent, *, greedy: bool = True, device: str | torch.device = "cpu", seed: int = 0):
+    def __init__(
+        self,
+        agent: ActingAgent,
+        *,
+        greedy: bool = True,
+        device: str | torch.device = "cpu",
+        seed: int = 0,
+        traced: bool = True,
+    ):
         self.agent = agent
+        self.traced = TracedActing(agent) if traced else None
+        """Steps through a traced graph of the agent once warm (CPU; see `traced_step`), else eagerly."""
         self.greedy = greedy
         self.device = torch.device(device)
         self._rng = torch.Generator().manual_seed(seed).get_state()
@@ -65,14 +78,20 @@ class AgentPolicy:
         obs_t = {k: torch.as_tensor(np.asarray(v), device=self.device)[:, None] for k, v in obs.items()}  # (N, 1, ...)
         rl2_t = torch.as_tensor(np.asarray(rl2, dtype=np.float32), device=self.device)[:, None]  # (N, 1, 1+A)
         time_t = torch.as_tensor(np.asarray(time, dtype=np.int64), device=self.device)[:, None]  # (N, 1)
-        states, self.state = self.agent.model(obs_t, rl2_t, time_t, self.state)  # (N, 1, D)
+        assert self.state is not None  # reset above
+        stepped = None if self.traced is None else self.traced.step(obs_t, rl2_t, time_t, self.state)
+        if stepped is None:
+            states, self.state = self.agent.model(obs_t, rl2_t, time_t, self.state)  # (N, 1, D)
+            params = self.agent.actor.params(states, acting=True)[:, 0]  # (N, 1, P)
+        else:
+            params, self.state = stepped
         valid = self.agent.valid_actions(obs_t)  # (N, 1, n) or None
         valid = None if valid is None else valid[:, 0]
         if self.greedy:
-            actions = self.agent.act(states[:, 0], greedy=True, valid=valid)  # (N, ...)
+            actions = self.agent.act_on(params, greedy=True, valid=valid)  # (N, ...)
         else:
             with torch.random.fork_rng(devices=[]):
                 torch.set_rng_state(self._rng)
-                actions = self.agent.act(states[:, 0], greedy=False, valid=valid)
+                actions = self.agent.act_on(params, greedy=False, valid=valid)
                 self._rng = torch.get_rng_state()
         return actions.cpu().numpy()

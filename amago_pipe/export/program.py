@@ -62,7 +62,8 @@ class StepProgram(nn.Module):
         agent = copy.deepcopy(agent).cpu().eval().requires_grad_(False)
         encoder = agent.model.traj_encoder
         if hasattr(encoder, "static_cache"):
-            setattr(encoder, "static_cache", True)  # noqa: B010  static shapes, out-of-place cache writes
+            setattr(encoder, "static_cache", True)  # noqa: B010  static shapes
+            setattr(encoder, "cache_out_of_place", True)  # noqa: B010  ONNX has no in-place writes
         self.model, self.actor = agent.model, agent.actor
         self.spec: DataSpec = agent.spec
         self.obs_keys = sorted(self.spec.observations)
@@ -99,8 +100,8 @@ class StepProgram(nn.Module):
         rl2 = torch.cat([prev_reward.to(torch.float32)[:, None], self._features(prev_action)], dim=-1) * started
         out, new_state = self.model(obs, rl2[:, None], time[:, None], state)  # (N, 1, D)
         valid = None if self.mask_key is None else obs[self.mask_key].to(torch.float32)  # (N, 1, n)
-        dist = self.actor(out[:, :1], valid)  # batch (N, 1, G)
-        actions = dist.mode[:, 0, -1].reshape(-1, *self.action_shape)  # the acting gamma, policy space
+        params = self.actor.params(out[:, :1], acting=True)  # (N, 1, 1, P): the acting gamma
+        actions = self.actor.act(params, valid, greedy=True)[:, 0, 0].reshape(-1, *self.action_shape)  # policy space
         return (self._to_env(actions), *(new_state[name] for name in self.state_names))
 
     def _features(self, env_actions: torch.Tensor) -> torch.Tensor:

@@ -125,9 +125,27 @@ class ActorHead(nn.Module):
         """G distributions at `state (B, L, D)`; discrete actions where `valid (B, L, n)` is 0 get no probability
         (steps whose mask is all 0, e.g. padding, are left unmasked). `acting`: only the acting gamma's (the last),
         batch shape `(B, L, 1)`."""
+        return self.distribution(self.params(state, acting=acting), valid)
+
+    def params(self, state: torch.Tensor, *, acting: bool = False) -> torch.Tensor:
+        """Distribution parameters `(B, L, G, P)` at `state (B, L, D)` (`acting`: the last gamma's, `(B, L, 1, P)`)."""
         params = self.net(state).float().unflatten(-1, (self.num_gammas, self.params_per_gamma))  # (B, L, G, P)
-        if acting:
-            params = params[..., -1:, :]  # (B, L, 1, P)
+        return params[..., -1:, :] if acting else params
+
+    def act(self, params: torch.Tensor, valid: torch.Tensor | None = None, *, greedy: bool) -> torch.Tensor:
+        """Actions of `distribution(params, valid)`: the mode, or a sample. Discrete ones skip building the
+        distribution (a rollout step's largest cost after the network); they draw as `Categorical.sample` does."""
+        if self.action.kind != "discrete":
+            dist = self.distribution(params, valid)
+            return dist.mode if greedy else dist.sample()
+        logits = params if valid is None else mask_logits(params, valid)  # (B, L, G, n)
+        if greedy:
+            return logits.argmax(-1)
+        probs = logits.softmax(-1)
+        return torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, True).reshape(probs.shape[:-1])
+
+    def distribution(self, params: torch.Tensor, valid: torch.Tensor | None = None) -> Distribution:
+        """The distributions of `params (B, L, G, P)`, masked by `valid (B, L, n)` as `forward` says."""
         if self.action.kind == "discrete":
             return categorical(params if valid is None else mask_logits(params, valid))
         if self.action.kind == "multibinary":

@@ -34,7 +34,9 @@ class AttentionPlan:
     new_kv: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
     """Per-layer K/V collected by a full-sequence forward, to build the returned state."""
     static: bool = False
-    """Static shapes and out-of-place cache writes (every ring slot read): for traced and ONNX programs."""
+    """Static shapes (every ring slot read, no host sync): for traced and exported programs."""
+    out_of_place: bool = False
+    """Write K/V into new cache tensors (ONNX programs need it; a traced program may write in place)."""
 
 
 def empty_cache(
@@ -64,11 +66,14 @@ def plan_full(length: int, window: int, device: torch.device) -> AttentionPlan:
     return AttentionPlan(window=window, mask=(diff >= 0) & (diff < window), is_causal=False)
 
 
-def plan_cached(cache: TrajState, length: int, window: int, *, static: bool = False) -> AttentionPlan:
+def plan_cached(
+    cache: TrajState, length: int, window: int, *, static: bool = False, out_of_place: bool = False
+) -> AttentionPlan:
     """Plan a forward that continues `cache` by `length` steps; updates `count`/`key_step` in place.
 
-    `static`: read every ring slot (empty ones masked) instead of only the filled ones, and write K/V out of
-    place: the same result with static shapes and no host sync, for traced and exported programs."""
+    `static`: read every ring slot (empty ones masked) instead of only the filled ones: the same result with
+    static shapes and no host sync, for traced and exported programs. `out_of_place`: K/V writes make new
+    cache tensors (ONNX)."""
     count, key_step = cache["count"], cache["key_step"]  # (B,), (B, W)
     if static:
         seen = window
@@ -99,16 +104,17 @@ def plan_cached(cache: TrajState, length: int, window: int, *, static: bool = Fa
         slots=slots,
         ring_len=ring_len,
         static=static,
+        out_of_place=out_of_place,
     )
 
 
 def write_slots(plan: AttentionPlan, name: str, layer: int, new: torch.Tensor) -> torch.Tensor:
     """Write `new (B, H, n, Dh)` into the ring `plan.cache[name][layer] (B, H, W, Dh)` at `plan.slots (B, n)`;
-    returns the ring. In place, or (static plans) into a new cache tensor, which ONNX programs need."""
+    returns the ring. In place, or (`plan.out_of_place`) into a new cache tensor, which ONNX programs need."""
     full = plan.cache[name]  # type: ignore[index]
     ring = full[layer]
     index = plan.slots[:, None, :, None].expand(-1, ring.shape[1], -1, ring.shape[3])  # type: ignore[index]
-    if not plan.static:
+    if not plan.out_of_place:
         ring.scatter_(2, index, new.to(ring.dtype))
         return ring
     ring = ring.scatter(2, index, new.to(ring.dtype))

@@ -89,6 +89,8 @@ class SigmaReparamLinear(nn.Module):
         self._power_iteration(steps=20)  # start from a converged sigma, so evaluation before training is sane
         self._acting_weight: torch.Tensor | None = None
         self._acting_key: tuple[tuple[int, int], ...] = ()
+        self.given_weight: torch.Tensor | None = None
+        """An effective weight handed in from outside: a traced acting step takes them as inputs."""
 
     @torch.no_grad()
     def _power_iteration(self, steps: int = 1) -> None:
@@ -99,19 +101,26 @@ class SigmaReparamLinear(nn.Module):
     def effective_weight(self) -> torch.Tensor:
         """`gamma / sigma * W` in float32 (even under autocast); updates u, v in training mode. Acting (evaluation
         mode without gradients) reuses the last one until a weight, gamma, u or v changes."""
-        acting = not (self.training or torch.is_grad_enabled() or _tracing())
-        if acting:
-            key = tuple((t.data_ptr(), t._version) for t in (self.weight, self.gamma, self.u, self.v))
-            if self._acting_weight is not None and self._acting_key == key:
-                return self._acting_weight
+        if self.given_weight is not None:
+            return self.given_weight
+        if not (self.training or torch.is_grad_enabled() or _tracing()):
+            return self.acting_weight()
+        if self.training:
+            self._power_iteration()
+        return self._weight_now()
+
+    def acting_weight(self) -> torch.Tensor:
+        """The effective weight for acting: computed again only after a weight, gamma, u or v changed."""
+        key = tuple((t.data_ptr(), t._version) for t in (self.weight, self.gamma, self.u, self.v))
+        if self._acting_weight is None or self._acting_key != key:
+            with torch.no_grad():
+                self._acting_weight, self._acting_key = self._weight_now(), key
+        return self._acting_weight
+
+    def _weight_now(self) -> torch.Tensor:
         with torch.autocast(self.weight.device.type, enabled=False):
-            if self.training:
-                self._power_iteration()
             sigma = torch.dot(self.u, self.weight @ self.v)
-            weight = self.weight * (self.gamma / sigma)
-        if acting:
-            self._acting_weight, self._acting_key = weight, key
-        return weight
+            return self.weight * (self.gamma / sigma)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return fast_linear(x, self.effective_weight(), self.bias)

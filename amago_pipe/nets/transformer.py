@@ -73,7 +73,9 @@ class TransformerTrajEncoder(TrajEncoder):
         self.blocks = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
         self.out_norm = norm_layer(cfg.norm, cfg.d_model)
         self.static_cache = False
-        """Static shapes and out-of-place KV-cache writes: set by exports of stepwise programs (see `kv_cache`)."""
+        """Static KV-cache shapes: set by traced stepwise programs (exports, acting; see `kv_cache`)."""
+        self.cache_out_of_place = False
+        """Out-of-place KV-cache writes: set by exported stepwise programs (ONNX needs them)."""
 
     def forward(
         self, seq: torch.Tensor, time: torch.Tensor, state: TrajState | None = None
@@ -87,7 +89,9 @@ class TransformerTrajEncoder(TrajEncoder):
         if state is None:
             plan = plan_full(length, self.window, seq.device)
         else:
-            plan = plan_cached(state, length, self.window, static=self.static_cache)
+            plan = plan_cached(
+                state, length, self.window, static=self.static_cache, out_of_place=self.cache_out_of_place
+            )
         if self.rotary is not None:
             plan.rope = self.rotary.angles(time)
         for layer, block in enumerate(self.blocks):
