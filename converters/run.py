@@ -304,8 +304,10 @@ def _write_episodes(
     should_stop: Callable[[], bool] | None,
 ) -> None:
     keep = EpisodeFilter(config.filters)
-    prepared = _prepared(converter.episodes(report), keep, config, report)
-    with Prefetch(prepared, depth=READ_AHEAD) as episodes:
+    with (  # two threads: one reads, one checks and summarizes; numpy and h5py release the GIL, so they overlap
+        Prefetch(converter.episodes(report), depth=READ_AHEAD) as read,
+        Prefetch(_prepared(read, keep, config, report), depth=READ_AHEAD) as episodes,
+    ):
         for episode, summary, index in episodes:
             if summary is None:
                 report.filtered(episode)

@@ -121,6 +121,15 @@ def test_running_stats_of_bytes_are_exact_across_blocks(dtype: type):
     assert (stats.low, stats.high) == (wide.min(), wide.max())
 
 
+@pytest.mark.parametrize("value", [255, -128, 0])
+@pytest.mark.parametrize("size", [1, 255, 256, 70_001])
+def test_byte_sums_stay_exact_at_the_extremes(value: int, size: int):
+    values = np.full(size, value, np.uint8 if value >= 0 else np.int8)  # the largest float32 row sums
+    stats = RunningStats()
+    stats.add_finite(values)
+    assert stats.total == value * size and stats.total_sq == value * value * size
+
+
 def test_running_stats_and_report_json(tmp_path: Path):
     stats = RunningStats()
     stats.add(np.array([1.0, 3.0, np.nan]))

@@ -116,3 +116,11 @@ def test_fifo_writer_caps_segment_size_to_an_eighth_of_capacity(tmp_path: Path) 
         for _ in range(6):
             w.add(random_episode(BOX, 5, rng))
     assert [s.timesteps for s in store.segments("fifo")] == [10, 10, 10]
+
+
+def test_chunks_hold_a_megabyte_of_rows_and_at_least_a_window_of_frames() -> None:
+    from amago_pipe.store.format import MIN_CHUNK_ROWS, chunk_rows
+
+    assert chunk_rows(17 * 4) == 8192  # vector rows: ~1 MB (a power of two)
+    assert chunk_rows(84 * 84 * 4) == MIN_CHUNK_ROWS == 256  # frame stacks: 256 of them, 7.2 MB, not 32
+    assert chunk_rows(84 * 84 * 4, expected_rows=50) == 64  # never longer than the segment expected
