@@ -53,6 +53,24 @@ def episode_rows(episode: Episode, fields: dict[str, FieldSpec]) -> dict[str, np
     return rows
 
 
+def settle_chunk_writes() -> None:
+    """Wait for the chunk writes zarr still runs after a failed write of several chunks.
+
+    zarr gathers a write's chunks without cancelling the others when one fails, so they keep landing after the
+    error is raised: a segment deleted at once (a failed append, a full disk) would get chunk files back and leave
+    its partition non-empty. Waits for the tasks on zarr's loop at the time of the call."""
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    async def settle() -> None:
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if others:
+            await asyncio.wait(others)
+
+    sync(settle())
+
+
 class _FieldBuffer:
     """Rows of one array not yet written; written only in whole chunks until the segment is finished."""
 
@@ -75,7 +93,11 @@ class _FieldBuffer:
         n = (len(block) // self.chunk) * self.chunk if whole_chunks_only else len(block)
         if n:
             self.array.resize((self.written + n, *self.spec.shape))
-            self.array[self.written : self.written + n] = block[:n]
+            try:
+                self.array[self.written : self.written + n] = block[:n]
+            except BaseException:
+                settle_chunk_writes()  # before anyone deletes or rewrites this segment
+                raise
             self.written += n
         rest = block[n:]
         self.pieces = [rest] if len(rest) else []

@@ -10,6 +10,9 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+FUSED_DEVICES = ("cpu", "cuda")
+"""Devices where AdamW's fused kernel runs."""
+
 
 def param_groups(
     named: Iterable[tuple[str, nn.Parameter]], weight_decay: float, *, scaled: tuple[str, ...] = (), scale: float = 1.0
@@ -32,11 +35,17 @@ def param_groups(
 def make_optimizer(
     model: nn.Module, *, lr: float, weight_decay: float, scaled: tuple[str, ...] = (), scale: float = 1.0
 ) -> torch.optim.AdamW:
-    """AdamW over the trainable parameters of `model`; those named with a prefix in `scaled` learn at `scale` x lr."""
+    """AdamW over the trainable parameters of `model`; those named with a prefix in `scaled` learn at `scale` x lr.
+
+    The fused kernel (one pass over every tensor, CPU and CUDA) where the parameters allow it: on the CPU the
+    default is a Python loop per tensor, 3-6x the time of a step (benchmarks/RESULTS.md, "Where a learner update's
+    CPU time goes")."""
     groups = param_groups(model.named_parameters(), weight_decay, scaled=scaled, scale=scale)
     for group in groups:
         group["lr"] = lr * float(group["lr_scale"])  # type: ignore[arg-type]
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999))
+    params = [p for group in groups for p in group["params"]]  # type: ignore[attr-defined]
+    fused = all(p.is_floating_point() and p.device.type in FUSED_DEVICES for p in params)
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=fused or None)
 
 
 def lr_at(step: int, *, peak: float, warmup_steps: int) -> float:
