@@ -10,9 +10,6 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-FUSED_DEVICES = ("cpu", "cuda")
-"""Devices where AdamW's fused kernel runs."""
-
 
 def param_groups(
     named: Iterable[tuple[str, nn.Parameter]], weight_decay: float, *, scaled: tuple[str, ...] = (), scale: float = 1.0
@@ -35,17 +32,11 @@ def param_groups(
 def make_optimizer(
     model: nn.Module, *, lr: float, weight_decay: float, scaled: tuple[str, ...] = (), scale: float = 1.0
 ) -> torch.optim.AdamW:
-    """AdamW over the trainable parameters of `model`; those named with a prefix in `scaled` learn at `scale` x lr.
-
-    The fused kernel (one pass over every tensor, CPU and CUDA) where the parameters allow it: on the CPU torch's
-    default is a loop per tensor, 3-6x the time of a step (the optimiser's share of online-cartpole's update fell
-    from ~11% to ~3.5%, py-spy, 2026-12-02)."""
+    """AdamW over the trainable parameters of `model`; those named with a prefix in `scaled` learn at `scale` x lr."""
     groups = param_groups(model.named_parameters(), weight_decay, scaled=scaled, scale=scale)
     for group in groups:
         group["lr"] = lr * float(group["lr_scale"])  # type: ignore[arg-type]
-    params = [p for group in groups for p in group["params"]]  # type: ignore[attr-defined]
-    fused = all(p.is_floating_point() and p.device.type in FUSED_DEVICES for p in params)
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), fused=fused or None)
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999))
 
 
 def lr_at(step: int, *, peak: float, warmup_steps: int) -> float:
