@@ -56,8 +56,7 @@ FAMILIES: dict[str, str] = {
 """The page's sections in order (one per task family; their anchors are the lower-cased names, spaces as `-`)."""
 FIGURES: dict[str, list[tuple[str, str]]] = {
     "T-Maze": [("T-Maze success against corridor length (the archive's cells, 2026-11-26 to 28)", "plots/tmaze-corridor.png")],
-    "CartPole": [("Online CartPole, validation return", "plots/online-cartpole.png"),
-                 ("Offline-to-online CartPole", "plots/offline-to-online.png")],
+    "CartPole": [("Offline-to-online CartPole", "plots/offline-to-online.png")],
     "Pendulum": [("Online Pendulum, validation return", "plots/online-pendulum.png")],
     "Pixels": [("Breakout-MinAtar, transformer vs ff (`amago-pipe compare ... --plot`)", "plots/minatar-breakout.png")],
     "GoalMaze": [("GoalMaze with and without relabeling", "plots/goal-maze-relabel.png")],
