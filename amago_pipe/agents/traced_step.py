@@ -4,7 +4,7 @@ A rollout step of a small model is dominated by dispatching ~100 small ops one b
 from a traced graph take ~1.5x less CPU time. The graph shares the live agent's parameters (optimizer steps,
 policy averaging and `load_state_dict` all write in place, so it follows them), takes the sigma-reparam layers'
 effective weights as inputs (computed eagerly, once per weight change), and is rebuilt when the env count, the
-parameter tensors or the device change. Every build is checked against the eager step on the same inputs; a
+parameter tensors, the observation or memory shapes or the device change. Every build is checked against the eager step on the same inputs; a
 build that fails or disagrees is dropped for good and acting stays eager. Pure torch.
 """
 
@@ -82,7 +82,12 @@ class TracedActing:
             return None
         if not self._params:
             self._params = [*agent.model.parameters(), *agent.actor.parameters()]
-        key = (rl2.shape, *(p.data_ptr() for p in self._params))  # moved or replaced weights: build again
+        key = (  # another batch, observation or memory layout, or moved or replaced weights: build again
+            rl2.shape,
+            *((k, v.shape, v.dtype) for k, v in sorted(obs.items())),
+            *((n, t.shape, t.dtype) for n, t in sorted(state.items())),
+            *(p.data_ptr() for p in self._params),
+        )
         if key != self._key:
             self._key, self._graph, self._eager_steps = key, None, 0
         if self._graph is None:

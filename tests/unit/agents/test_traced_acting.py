@@ -97,3 +97,16 @@ def test_a_build_that_disagrees_leaves_acting_eager(monkeypatch: pytest.MonkeyPa
     traced, policy = _actions(env_cfg, "transformer", traced=True, steps=steps)
     assert policy.traced is not None and policy.traced.disabled and policy.traced._graph is None
     np.testing.assert_array_equal(traced, eager)
+
+
+def test_another_observation_dtype_builds_the_graph_again() -> None:
+    with make_batched_env(EnvConfig(id="CartPole-v1", n_envs=2)) as env:
+        agent = _agent(env.spec, "transformer")
+    policy = AgentPolicy(agent, seed=0)
+    rl2, time = np.zeros((2, 3), np.float32), np.zeros(2, np.int64)
+    obs = {"observation": np.full((2, 4), 0.1, np.float32)}
+    for _ in range(traced_step.WARMUP_STEPS + 1):
+        policy.act(obs, rl2, time)
+    assert policy.traced is not None and policy.traced._graph is not None
+    policy.act({"observation": obs["observation"].astype(np.float64)}, rl2, time)
+    assert policy.traced._graph is None and not policy.traced.disabled  # a float64 graph waits for its warm-up
