@@ -6,6 +6,7 @@
     python benchmarks/bench_quality.py online-cartpole --seeds 0 1 2 --plot benchmarks/plots/online-cartpole.png
     python benchmarks/bench_quality.py offline-to-online --seeds 0 1 2     # random data -> offline -> online
     python benchmarks/bench_quality.py online-pendulum --seeds 0 1 2 --plot benchmarks/plots/online-pendulum.png
+    python benchmarks/bench_quality.py online-acrobot --seeds 0 1 2       # the online CartPole recipe on Acrobot-v1
 
 Each seed runs `amago-pipe run pipelines/<name>.yaml --set seed=<s>` in `runs/quality/<name>-s<s>/` (its own
 store and Minari root there: seeds never share data, and an online train refuses a FIFO holding another run's), with
@@ -38,6 +39,13 @@ TASKS: dict[str, dict[str, Any]] = {
     },
     "online-cartpole": {"env": "CartPole-v1", "target": 475.0},
     "online-pendulum": {"env": "Pendulum-v1", "target": -200.0},
+    # the online CartPole recipe, unchanged, on a task it was not tuned on (Gymnasium's Acrobot threshold: -100)
+    "online-acrobot": {
+        "env": "Acrobot-v1",
+        "target": -100.0,
+        "pipeline": "online-cartpole",
+        "overrides": ["stages.train.online.env.id=Acrobot-v1", "stages.evaluate.env.id=Acrobot-v1"],
+    },
     "offline-to-online": {"env": "CartPole-v1", "target": 475.0, "train": "online"},
 }
 

@@ -62,7 +62,13 @@ FIGURES: dict[str, list[tuple[str, str]]] = {
     "GoalMaze": [("GoalMaze with and without relabeling", "plots/goal-maze-relabel.png")],
 }  # fmt: skip
 ENCODER_ORDER = ("transformer", "gru", "mamba", "ff")
-LABELS = {"success_rate": "success", "return_mean": "return", "return_before": "return before fine-tuning"}
+LABELS = {
+    "success_rate": "success",
+    "return_mean": "return",
+    "return_before": "return before fine-tuning",
+    "train_wall_s": "train stage s",
+    "wall_s_to_minus_200": "s to a validation >= -200",
+}
 SERIES = re.compile(r"^(attempt|trial)_(\d+)_return$")
 
 
