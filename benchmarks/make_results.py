@@ -46,7 +46,8 @@ FAMILIES: dict[str, str] = {
     "Meta-World": "Meta-World ML1 / ML10 through the `metaworld` adapter (k-shot attempts at one goal).",
     "Pixels": "Learning from pixels on this CPU: gymnax MinAtar games (10x10 object grids), online from scratch with a "
     "small IMPALA CNN. The `ff` control has no sequence model (MinAtar frames are nearly Markov: memory is not needed).",
-    "CartPole": "CartPole-v1: return 500 = balanced for the whole episode.",
+    "CartPole": "CartPole-v1: return 500 = balanced for the whole episode (one row: the online recipe on Acrobot-v1, target "
+    "-100).",
     "Pendulum": "Pendulum-v1: target >= -200 (random play about -1,230, the scripted energy controller -144).",
     "GoalMaze": "Hindsight relabeling (`relabel` stage) on `amago_pipe/GoalMaze-v0`; the control is the same pipeline "
     "without relabeling. Success over 100 greedy episodes.",
@@ -56,7 +57,10 @@ FAMILIES: dict[str, str] = {
 """The page's sections in order (one per task family; their anchors are the lower-cased names, spaces as `-`)."""
 FIGURES: dict[str, list[tuple[str, str]]] = {
     "T-Maze": [("T-Maze success against corridor length (the archive's cells, 2026-11-26 to 28)", "plots/tmaze-corridor.png")],
-    "CartPole": [("Offline-to-online CartPole", "plots/offline-to-online.png")],
+    "CartPole": [
+        ("Online CartPole from scratch, validation return", "plots/online-cartpole.png"),
+        ("Offline-to-online CartPole", "plots/offline-to-online.png"),
+    ],
     "Pendulum": [("Online Pendulum, validation return", "plots/online-pendulum.png")],
     "Pixels": [("Breakout-MinAtar, transformer vs ff (`amago-pipe compare ... --plot`)", "plots/minatar-breakout.png")],
     "GoalMaze": [("GoalMaze with and without relabeling", "plots/goal-maze-relabel.png")],
