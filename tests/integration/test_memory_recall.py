@@ -35,6 +35,7 @@ def test_ff_control_stays_near_chance(workdir: Path) -> None:
     assert result["success"] <= 0.5, result
 
 
+@pytest.mark.slow  # 110-135 s each on a 2-core AVX2 CPU; the recall test without noise stays in the default run
 @pytest.mark.parametrize("encoder", ["transformer", "gru"])
 def test_default_recipe_learns_recall_under_distractor_noise(workdir: Path, encoder: str) -> None:
     """Delay 30 with noise on the cue dims. The transformer learns it through the history objective (`history_coeff`;

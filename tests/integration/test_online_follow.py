@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from cli_support import cli_env, toy_online_pipeline
 
 from amago_pipe.store import TrajectoryStore
@@ -41,6 +42,7 @@ def _followers_after_start(
     return learner, [_spawn(tmp_path, "collect", "--follow", str(RUN), *[a.format(i) for a in seed]) for i in range(2)]
 
 
+@pytest.mark.slow  # 100-240 s: two follower processes and a learner share the cores
 def test_two_followers_fill_the_fifo_until_the_learner_finishes(tmp_path: Path) -> None:
     learner, followers = _followers_after_start(tmp_path, own=20, epochs=5, updates=400)  # outlasts their start-up
     out, err = learner.communicate(timeout=300)
