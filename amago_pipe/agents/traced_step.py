@@ -4,8 +4,9 @@ A rollout step of a small model is dominated by dispatching ~100 small ops one b
 from a traced graph take ~1.5x less CPU time. The graph shares the live agent's parameters (optimizer steps,
 policy averaging and `load_state_dict` all write in place, so it follows them), takes the sigma-reparam layers'
 effective weights as inputs (computed eagerly, once per weight change), and is rebuilt when the env count, the
-parameter tensors, the observation or memory shapes or the device change. Every build is checked against the eager step on the same inputs; a
-build that fails or disagrees is dropped for good and acting stays eager. Pure torch.
+parameter tensors, the observations' or memory's shapes or dtypes, or the device change. Every build is checked
+against the eager step on the same inputs; a build that fails or disagrees is dropped for good and acting stays
+eager. Pure torch.
 """
 
 from __future__ import annotations
