@@ -134,8 +134,11 @@ def random_episodes(kind: str, n: int, length: int, obs_dim: int, act_dim: int, 
     return out
 
 
-def learner(name: str, tmp: Path, quick: bool) -> Callable[[], int]:
-    """One gradient step per call, as the learner takes it (pre-sampled batches: sampling is the store's row)."""
+def learner(name: str, tmp: Path, quick: bool, bf16: bool = False) -> Callable[[], int]:
+    """One gradient step per call, as the learner takes it (pre-sampled batches: sampling is the store's row);
+    `bf16`: the forward under CPU bf16 autocast, as `mixed_precision: bf16` runs it."""
+    import contextlib
+
     import torch
 
     from amago_pipe.data.loader import BatchLoader
@@ -158,7 +161,8 @@ def learner(name: str, tmp: Path, quick: bool) -> Callable[[], int]:
     count = [0]
 
     def update() -> int:
-        loss = total_loss(agent(batches[count[0] % len(batches)])[0])
+        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            loss = total_loss(agent(batches[count[0] % len(batches)])[0])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
@@ -237,9 +241,9 @@ def store_append(tmp: Path, quick: bool) -> Callable[[], int]:
     return append
 
 
-def make(name: str, tmp: Path, quick: bool) -> Callable[[], int]:
+def make(name: str, tmp: Path, quick: bool, bf16: bool) -> Callable[[], int]:
     if name in LEARNER:
-        return learner(name, tmp, quick)
+        return learner(name, tmp, quick, bf16)
     if name == "rollout-sync8-tf128x3":
         return rollout(quick)
     return store_sample(tmp, quick) if name == "store-sample" else store_append(tmp, quick)
@@ -266,7 +270,7 @@ def last_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}".strip().splitlines()[0][:300]
 
 
-def serve(names: list[str], quick: bool, tmp: Path) -> None:
+def serve(names: list[str], quick: bool, tmp: Path, bf16: bool) -> None:
     import torch
 
     import amago_pipe
@@ -276,7 +280,7 @@ def serve(names: list[str], quick: bool, tmp: Path) -> None:
     errors: dict[str, str] = {}
     for name in names:
         try:
-            steps[name] = make(name, tmp, quick)
+            steps[name] = make(name, tmp, quick, bf16)
             steps[name]()  # warm up (first-call allocations, lazy imports)
             steps[name]()
         except Exception as e:  # a config this commit cannot run: reported, the others go on
@@ -299,10 +303,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("configs", help="comma-separated config names")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run of the harness)")
+    parser.add_argument("--bf16", action="store_true", help="learner updates under CPU bf16 autocast")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="compare_worker_", dir=Path.cwd()))  # in the caller's scratch folder
     try:
-        serve(args.configs.split(","), args.quick, tmp)
+        serve(args.configs.split(","), args.quick, tmp, args.bf16)
     except KeyboardInterrupt:
         pass
     finally:

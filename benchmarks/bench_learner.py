@@ -217,7 +217,7 @@ def run_one(
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
         agent, opt, loader, batches = setup(name, Path(tmp), device, history_coeff)
-        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if bf16 else None
+        autocast = torch.autocast(device, dtype=torch.bfloat16) if bf16 else None
         with FlopCounterMode(display=False) as counter:
             update(agent, opt, batches[0], autocast)
         flops = counter.get_total_flops()
@@ -255,7 +255,9 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=8)
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--bf16", action="store_true", help="bf16 autocast (GPU), MFU against the bf16 matmul rate")
+    parser.add_argument(
+        "--bf16", action="store_true", help="bf16 autocast (GPU, or a CPU with AMX), MFU against the bf16 matmul rate"
+    )
     parser.add_argument("--history-coeff", type=float, default=None, help="agent.history_coeff (default: the agent's)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()

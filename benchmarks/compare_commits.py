@@ -5,6 +5,7 @@ HEAD/BASE ratios of work units per CPU-second of each process (robust to a machi
     python benchmarks/compare_commits.py f691b07 HEAD --windows 5 --seconds 8
     python benchmarks/compare_commits.py HEAD~3 --only learner,store
     python benchmarks/compare_commits.py HEAD --quick            # a smoke run of the harness at tiny sizes
+    python benchmarks/compare_commits.py f691b07 --head-bf16 --only learner   # HEAD as `mixed_precision: bf16`
 
 BASE (and HEAD, when given) is checked out into a temporary git worktree, removed at the end, also on Ctrl-C.
 HEAD defaults to the working tree, uncommitted changes included. Both run under this venv with PYTHONPATH set to
@@ -121,11 +122,12 @@ def working_tree(repo: Path) -> Side:
     return Side(f"working tree ({sha}{' + changes' if dirty else ''})", repo)
 
 
-def start(side: Side, configs: list[str], quick: bool, tmp: Path) -> Worker:
+def start(side: Side, configs: list[str], quick: bool, tmp: Path, bf16: bool = False) -> Worker:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(side.tree), os.environ.get("PYTHONPATH", "")) if p)
     log = Path(tempfile.mkstemp(prefix="worker_", suffix=".log", dir=tmp)[1])
-    cmd = [sys.executable, str(HERE / "_compare_worker.py"), ",".join(configs), *(["--quick"] if quick else [])]
+    flags = [*(["--quick"] if quick else []), *(["--bf16"] if bf16 else [])]
+    cmd = [sys.executable, str(HERE / "_compare_worker.py"), ",".join(configs), *flags]
     with log.open("w") as err:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=tmp
@@ -182,7 +184,7 @@ def compare(sides: tuple[Side, Side], configs: list[str], args: argparse.Namespa
     """A row per config; a worker that dies marks its configs not measured yet as not run, and the rest goes on."""
     rows: list[dict[str, Any]] = []
     for group in schedule(configs, args.quick):
-        workers = (start(sides[0], group, args.quick, tmp), start(sides[1], group, args.quick, tmp))
+        workers = (start(sides[0], group, args.quick, tmp), start(sides[1], group, args.quick, tmp, args.head_bf16))
         try:
             for w in workers:
                 ready(w)
@@ -251,6 +253,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=8.0, help="CPU-seconds per window (default 8)")
     parser.add_argument("--only", default=None, help="comma-separated groups (learner, rollout, store) or configs")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, 2 windows of 0.1 s, one process per side")
+    parser.add_argument(
+        "--head-bf16",
+        action="store_true",
+        help="HEAD's learner updates under CPU bf16 autocast, as `mixed_precision: bf16` trains (needs AMX or "
+        "AVX512-BF16); BASE stays float32",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
     args = parser.parse_args(argv)
     if args.quick:
@@ -290,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cleanup(repo, trees, tmp)
     sizes = "quick (tiny) sizes" if args.quick else "full sizes"
+    sizes += ", HEAD's learner in bf16 autocast" if args.head_bf16 else ""
     print(f"\n{table(rows, (base, head))}\n")
     print(
         f"{args.windows} windows x {args.seconds:g} CPU-s per side and config, 1 thread, {sizes}, "

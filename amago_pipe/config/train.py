@@ -127,7 +127,7 @@ class TrainStageConfig(StageConfig):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Device of a single-process run (`accelerate launch` chooses for multi-process runs)."""
     mixed_precision: Literal["no", "bf16"] = "no"
-    """bf16 autocast (GPU)."""
+    """bf16 autocast: a CUDA GPU, or a CPU with AMX or AVX512-BF16 (refused on other CPUs, where it is emulated)."""
     compile: bool = False
     """Compile the update with torch.compile (GPU; slow to start)."""
     num_threads: int | None = None

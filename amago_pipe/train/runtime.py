@@ -50,6 +50,12 @@ def pick_device(choice: str, where: str) -> torch.device:
     return torch.device("cuda" if choice != "cpu" and torch.cuda.is_available() else "cpu")
 
 
+def cpu_has_bf16_matmul() -> bool:
+    """This CPU multiplies bfloat16 natively (AMX tiles or AVX512-BF16), so bf16 autocast pays on it."""
+    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
+    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
+
+
 def setup_runtime(cfg: TrainStageConfig) -> Runtime:
     """Threads, deterministic kernels, and an `accelerate.Accelerator` for `cfg.device` / precision."""
     from accelerate import Accelerator
@@ -61,8 +67,11 @@ def setup_runtime(cfg: TrainStageConfig) -> Runtime:
     elif cfg.num_threads:
         torch.set_num_threads(cfg.num_threads)
     cpu = pick_device(cfg.device, "train.device").type == "cpu"
-    if cfg.mixed_precision == "bf16" and cpu:
-        raise ConfigError("train.mixed_precision: bf16 needs a CUDA GPU here; use mixed_precision: 'no' on CPU")
+    if cfg.mixed_precision == "bf16" and cpu and not cpu_has_bf16_matmul():
+        raise ConfigError(
+            "train.mixed_precision: bf16 on this CPU would be emulated (no AMX or AVX512-BF16 instructions) and "
+            "slower than float32; use mixed_precision: 'no' here, or a CUDA GPU or a CPU with AMX"
+        )
     accelerator = Accelerator(cpu=cpu, mixed_precision=cfg.mixed_precision)
     return Runtime(accelerator, accelerator.device, accelerator.process_index, accelerator.num_processes)
 

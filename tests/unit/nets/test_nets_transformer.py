@@ -41,3 +41,34 @@ def test_bf16_autocast_rollout_runs() -> None:
             out, state = enc(seq[:, t : t + 1], time[:, t : t + 1], state)
             outs.append(out)
     torch.testing.assert_close(torch.cat(outs, 1).float(), full.float(), atol=0.1, rtol=0.1)
+
+
+def test_cpu_bf16_autocast_attends_in_float32_and_trains() -> None:
+    """`mixed_precision: bf16` on a CPU: products in bf16, attention itself in float32 (its bf16 CPU backward is
+    ~5x slower); the output stays within bf16's precision of the float32 forward and every weight gets a gradient."""
+    torch.manual_seed(0)
+    enc = build_traj_encoder(TransformerConfig(**SMALL), 6, 16)
+    seq, time = torch.randn(2, 16, 6), torch.arange(16).repeat(2, 1)
+    seen: list[torch.dtype] = []
+    real_sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(q: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        seen.append(q.dtype)
+        return real_sdpa(q, *args, **kwargs)  # type: ignore[arg-type]
+
+    enc.eval()
+    with torch.no_grad():
+        ref, _ = enc(seq, time)
+    torch.nn.functional.scaled_dot_product_attention = recording  # type: ignore[assignment]
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out, _ = enc(seq, time)
+    finally:
+        torch.nn.functional.scaled_dot_product_attention = real_sdpa
+    assert seen == [torch.float32] * SMALL["n_layers"]
+    assert float((out.detach().float() - ref).norm() / ref.norm()) < 5e-2
+    enc.train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = enc(seq, time)
+    out.float().square().mean().backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in enc.parameters() if p.requires_grad)
