@@ -6,6 +6,7 @@ Pure torch modules; must not import stores, YAML, pipelines or config loading.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -57,11 +58,47 @@ def _tracing() -> bool:
     )
 
 
+MASK_BITS = 16
+"""Random bits per element of a dropout mask: the drop probability is rounded to a multiple of 2**-16."""
+
+
+def dropout_mask(shape: torch.Size, p: float, dtype: torch.dtype) -> torch.Tensor:
+    """Inverted-dropout multipliers of `shape`: 0 with probability `p` (to 2**-16), else 1 / (1 - p).
+
+    CPU torch draws one 32-bit number per element of `bernoulli_` (~8 ns each); here each 64-bit draw gives four
+    16-bit ones, so a mask costs ~40 % of `F.dropout`'s, from the same seeded generator.
+    """
+    n = math.prod(shape)
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1)  # (ceil(n / 4),)
+    lanes = bits.view(torch.int16)[:n].view(shape)  # uniform over [-2**15, 2**15)
+    keep = lanes >= round(p * 2**MASK_BITS) - 2 ** (MASK_BITS - 1)
+    return keep.to(dtype).mul_(1.0 / (1.0 - p))
+
+
+class _MaskedScale(torch.autograd.Function):
+    """x * mask, saving only the mask (the input is not needed for its gradient)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(mask)
+        return x * mask
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (mask,) = ctx.saved_tensors
+        return grad * mask, None
+
+
 class Dropout(nn.Dropout):
-    """`nn.Dropout` that costs nothing outside training (no kernel call: rollouts step through many of them)."""
+    """`nn.Dropout` that costs nothing outside training (no kernel call: rollouts step through many of them); on
+    the CPU in eager mode its mask comes from `dropout_mask`."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.dropout(x, self.p, True, self.inplace) if self.training and self.p > 0 else x
+        if not self.training or self.p == 0:
+            return x
+        if x.device.type != "cpu" or self.p >= 1 or _tracing():
+            return F.dropout(x, self.p, True, self.inplace)
+        return _MaskedScale.apply(x, dropout_mask(x.shape, self.p, x.dtype))  # type: ignore[no-any-return]
 
 
 class SigmaReparamLinear(nn.Module):

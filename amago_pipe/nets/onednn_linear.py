@@ -1,8 +1,9 @@
 """`linear` and `Linear`: `F.linear` / `nn.Linear` whose large float32 CPU products run on oneDNN.
 
-On the 2-core AMD EPYC the benchmarks run on, oneDNN's matmul is ~1.5x MKL's sgemm (which torch's CPU linear
-calls) for the learner's shapes. Same maths, another summation order (float32 rounding). Traced, exported,
-compiled, autocast and small products keep `F.linear`. Pure torch; must not import stores, YAML or pipelines.
+On AMD EPYC CPUs oneDNN's matmul is ~1.5x MKL's sgemm (which torch's CPU linear calls) for the learner's shapes;
+on Intel CPUs MKL is as fast or faster (0.75-1.0x there), so they keep `F.linear`. Same maths, another summation
+order (float32 rounding). Traced, exported, compiled, autocast and small products keep `F.linear`. Pure torch;
+must not import stores, YAML or pipelines.
 """
 
 from __future__ import annotations
@@ -19,7 +20,20 @@ from torch.autograd.function import once_differentiable
 ONEDNN_MIN_MACS = 1 << 25
 """Products smaller than this (rows x in x out multiply-adds) stay on `F.linear`: oneDNN costs ~12 us more per
 call, which only large products repay (rollout steps never get here)."""
-_enabled = [torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")]
+
+
+def _cpu_vendor() -> str:
+    """The CPU's vendor id as Linux reports it (`GenuineIntel`, `AuthenticAMD`, ...; '' where unknown)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("vendor_id")), "")
+    except OSError:
+        return ""
+
+
+AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+"""This torch has oneDNN's linear op."""
+_enabled = [AVAILABLE and _cpu_vendor() != "GenuineIntel"]
 
 
 @contextlib.contextmanager

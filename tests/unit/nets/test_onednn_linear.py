@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from amago_pipe.nets import onednn_linear
 from amago_pipe.nets.onednn_linear import Linear, linear, plain_kernels, use_onednn
 
-needs_onednn = pytest.mark.skipif(not onednn_linear._enabled[0], reason="torch built without oneDNN")
+needs_onednn = pytest.mark.skipif(not onednn_linear.AVAILABLE, reason="torch built without oneDNN")
 
 
 def _inputs(rows: int = 96, d_in: int = 24, d_out: int = 40) -> list[torch.Tensor]:
@@ -22,6 +22,7 @@ def _inputs(rows: int = 96, d_in: int = 24, d_out: int = 40) -> list[torch.Tenso
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear_equals_f_linear_in_values_and_gradients(monkeypatch: pytest.MonkeyPatch, bias: bool) -> None:
     monkeypatch.setattr(onednn_linear, "ONEDNN_MIN_MACS", 0)
+    monkeypatch.setattr(onednn_linear, "_enabled", [True])  # also on an Intel CPU, where it is off by default
     x, w, b = _inputs()
     assert use_onednn(x, w)
     out = linear(x, w, b if bias else None)
@@ -40,6 +41,7 @@ def test_small_traced_compiled_or_disabled_products_keep_f_linear(monkeypatch: p
     x, w, _ = _inputs()
     assert not use_onednn(x, w)  # 96 x 24 x 40 multiply-adds: below ONEDNN_MIN_MACS
     monkeypatch.setattr(onednn_linear, "ONEDNN_MIN_MACS", 0)
+    monkeypatch.setattr(onednn_linear, "_enabled", [onednn_linear.AVAILABLE])
     assert not use_onednn(x.double(), w.double())
     with plain_kernels():
         assert not use_onednn(x, w)
