@@ -34,7 +34,8 @@ OPTIONS = [
         default="random",
         show_default=True,
         help="Short form of a policy component: random, cartpole-pd, pendulum-energy, tmaze-walker, "
-        "key-door-explorer[:EPSILON], alchemy-player, scripted:pkg.mod:function, checkpoint:path/to/policy.safetensors, pkg.mod:Factory.",
+        "key-door-explorer[:EPSILON], alchemy-player, reach-searcher, scripted:pkg.mod:function, "
+        "checkpoint:path/to/policy.safetensors, pkg.mod:Factory.",
     ),
     click.option("--episodes", type=int, help="Number of episodes to collect."),
     click.option("--store", "store_path", metavar="PATH", help="Trajectory store to append to (with --partition)."),

@@ -228,6 +228,29 @@ class AlchemyPlayerConfig(PolicyConfig):
 
 
 @config
+class ReachSearcherConfig(PolicyConfig):
+    """Meta-World reach (`metaworld_kshot`, goal hidden): climbs the reward's gradient to the goal; remembers the
+    best-rewarded position across the attempts of an episode and returns there first, unless `remember: false`."""
+
+    impl: ClassVar[str] = "amago_pipe.envs.metaworld_player:reach_searcher_policy"
+    type: str = "reach-searcher"
+    """Registered name or `package.module:Class` of a plugin."""
+    remember: bool = True
+    """Go back to the best position of earlier attempts (at 40-step attempts success ~0.3 then ~0.9), or search
+    afresh in every attempt (~0.35 each)."""
+    window: int = 6
+    """Steps of (position, reward) the gradient is fitted on."""
+    epsilon: float = 0.0
+    """Per-step probability of a uniformly random move instead (part of the player, not `exploration`)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise FieldError("epsilon", f"a probability must be in [0, 1], got {self.epsilon:g}")
+        if self.window < 4:
+            raise FieldError("window", f"the fit needs at least 4 points (3-D gradient + offset), got {self.window}")
+
+
+@config
 class CheckpointPolicyConfig(PolicyConfig):
     """A trained policy: a train stage's `latest`/`best`/epoch weights, or a policy file."""
 

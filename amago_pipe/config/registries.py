@@ -75,6 +75,7 @@ _BUILTIN: dict[Registry[Any], dict[str, str]] = {
         "tmaze-walker": "amago_pipe.config.policies:TmazeWalkerConfig",
         "key-door-explorer": "amago_pipe.config.policies:KeyDoorExplorerConfig",
         "alchemy-player": "amago_pipe.config.policies:AlchemyPlayerConfig",
+        "reach-searcher": "amago_pipe.config.policies:ReachSearcherConfig",
         "checkpoint": "amago_pipe.config.policies:CheckpointPolicyConfig",
     },
     EXPLORATION: {
