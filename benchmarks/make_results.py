@@ -73,7 +73,7 @@ LABELS = {
     "train_wall_s": "train stage s",
     "wall_s_to_minus_200": "s to a validation >= -200",
 }
-SERIES = re.compile(r"^(attempt|trial)_(\d+)_return$")
+SERIES = re.compile(r"^(attempt|trial)_(\d+)_(return|success)$")
 
 
 def load_records(folder: Path = RECORDS) -> list[Record]:
@@ -145,10 +145,12 @@ def result_cell(rows: list[Record]) -> str:
     parts: list[str] = []
     keys = list(dict.fromkeys(k for r in rows for k in r.metrics))
     series = [k for k in keys if SERIES.match(k)]
-    if series:
-        kind = SERIES.match(series[0]).group(1)  # type: ignore[union-attr]
-        per_seed = [" / ".join(num(r.metrics.get(k)) for k in series) for r in rows]
-        parts.append(f"by {kind}: " + "; ".join(per_seed))
+    for what in dict.fromkeys(SERIES.match(k).group(3) for k in series):  # type: ignore[union-attr]
+        of_what = [k for k in series if k.endswith(f"_{what}")]
+        kind = SERIES.match(of_what[0]).group(1)  # type: ignore[union-attr]
+        per_seed = [" / ".join(num(r.metrics.get(k)) for k in of_what) for r in rows]
+        label = f"by {kind}" if what == "return" else f"{LABELS.get(what + '_rate', what)} by {kind}"
+        parts.append(f"{label}: " + "; ".join(per_seed))
     for key in (k for k in keys if k not in series):
         label = LABELS.get(key, key.replace("task_mean_", "mean over tasks, ").replace("_", " "))
         label = label.replace("success rate", "success").replace("return mean", "return")
@@ -159,7 +161,7 @@ def result_cell(rows: list[Record]) -> str:
             values = [getattr(r, group).get(name, {}) for r in rows]
             metric_keys = list(dict.fromkeys(k for v in values for k in v))
             shown = ", ".join(
-                f"{LABELS.get(k, k)} {' / '.join(num(v.get(k)) for v in values)}" if len(metric_keys) > 1
+                f"{LABELS.get(k, k.replace('_', ' '))} {' / '.join(num(v.get(k)) for v in values)}" if len(metric_keys) > 1
                 else " / ".join(num(v.get(k)) for v in values)
                 for k in metric_keys
             )  # fmt: skip

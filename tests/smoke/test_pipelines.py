@@ -17,6 +17,7 @@ OPTIONAL = {
     "popgym-suite.yaml": ("popgym", "envs"),
     "online-gymnax-memorychain.yaml": ("gymnax", "gymnax"),
     "metaworld-ml1-kshot.yaml": ("metaworld", "metaworld"),
+    "metaworld-ml1-demos.yaml": ("metaworld", "metaworld"),
     "metaworld-ml10.yaml": ("metaworld", "metaworld"),
     "babyai-multitask.yaml": ("minigrid", "envs"),
     "atari-multigame.yaml": ("ale_py", "atari"),
