@@ -34,7 +34,7 @@ OPTIONS = [
         default="random",
         show_default=True,
         help="Short form of a policy component: random, cartpole-pd, pendulum-energy, tmaze-walker, "
-        "key-door-explorer[:EPSILON], alchemy-player, reach-searcher, scripted:pkg.mod:function, "
+        "key-door-explorer[:EPSILON], alchemy-player, reach-searcher, babyai-bot, scripted:pkg.mod:function, "
         "checkpoint:path/to/policy.safetensors, pkg.mod:Factory.",
     ),
     click.option("--episodes", type=int, help="Number of episodes to collect."),

@@ -24,7 +24,7 @@ class CollectPolicyConfig:
     """One behaviour policy of a collect stage and how many episodes it runs."""
 
     policy: PolicyConfig
-    """`{type: random|scripted|cartpole-pd|pendulum-energy|tmaze-walker|key-door-explorer|alchemy-player|reach-searcher|checkpoint|package.module:Factory, ..., exploration: {...}}`."""
+    """`{type: random|scripted|cartpole-pd|pendulum-energy|tmaze-walker|key-door-explorer|alchemy-player|reach-searcher|babyai-bot|checkpoint|package.module:Factory, ..., exploration: {...}}`."""
     episodes: int
     """Number of episodes to collect with this policy (spread evenly over the parallel envs)."""
 

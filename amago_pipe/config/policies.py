@@ -251,6 +251,22 @@ class ReachSearcherConfig(PolicyConfig):
 
 
 @config
+class BabyAIBotConfig(PolicyConfig):
+    """BabyAI levels: minigrid's planning bot (`minigrid.utils.baby_ai_bot`), which reads the level's layout and
+    instruction from the env (mode: sync) and solves nearly every level; an expert for demonstrations."""
+
+    impl: ClassVar[str] = "amago_pipe.envs.babyai_player:babyai_bot_policy"
+    type: str = "babyai-bot"
+    """Registered name or `package.module:Class` of a plugin."""
+    epsilon: float = 0.0
+    """Per-step probability of a uniformly random action instead; the bot replans from where that leaves it."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.epsilon <= 1.0:
+            raise FieldError("epsilon", f"a probability must be in [0, 1], got {self.epsilon:g}")
+
+
+@config
 class CheckpointPolicyConfig(PolicyConfig):
     """A trained policy: a train stage's `latest`/`best`/epoch weights, or a policy file."""
 

@@ -76,6 +76,7 @@ _BUILTIN: dict[Registry[Any], dict[str, str]] = {
         "key-door-explorer": "amago_pipe.config.policies:KeyDoorExplorerConfig",
         "alchemy-player": "amago_pipe.config.policies:AlchemyPlayerConfig",
         "reach-searcher": "amago_pipe.config.policies:ReachSearcherConfig",
+        "babyai-bot": "amago_pipe.config.policies:BabyAIBotConfig",
         "checkpoint": "amago_pipe.config.policies:CheckpointPolicyConfig",
     },
     EXPLORATION: {

@@ -105,7 +105,7 @@ def _make_policies(
     for i, p in enumerate(cfg.policies):
         pctx = PolicyContext(
             spec=env.spec, n_envs=env.n_envs, seed=seed + 7_919 * (i + 1), env_name=env.env_name,
-            upstream=dict(upstream), where=f"{where}.policies.{i}.policy",
+            upstream=dict(upstream), where=f"{where}.policies.{i}.policy", env=env,
         )  # fmt: skip
         policies.append(make_policy(p.policy, pctx))
     return policies

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from amago_pipe.envs.protocol import RolloutPolicy
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.registry import import_path
 from amago_pipe.spec import DataSpec, action_mask_key, describe_action
+
+if TYPE_CHECKING:
+    from amago_pipe.envs.wrapper import BatchedEnv
 
 ScriptedFn = Callable[[dict[str, np.ndarray], np.random.Generator], Any]
 """`function(obs_dict, rng) -> env-space action` for ONE env (flat observation keys, no batch axis)."""
@@ -38,6 +41,9 @@ class PolicyContext:
     """Output folders of upstream stages (checkpoint policies look for their weights there)."""
     where: str = "policy"
     """Config path used in error messages."""
+    env: BatchedEnv | None = None
+    """The env the policy will act in, for players that read its state (`babyai-bot`); None where a policy must act
+    from observations alone."""
 
 
 PolicyFactory = Callable[[Any, PolicyContext], RolloutPolicy]

@@ -158,6 +158,11 @@ class TaskSetEnv(gym.Env):  # type: ignore[type-arg]
         inner = gym.spaces.Dict({k: v for k, v in space.spaces.items() if k != ACTION_MASK_KEY})
         return {**pad_observation(base, inner), ACTION_MASK_KEY: mask}
 
+    @property
+    def current(self) -> gym.Env:  # type: ignore[type-arg]
+        """The env of the task this slot runs now."""
+        return self._env()
+
     def _env(self) -> gym.Env:  # type: ignore[type-arg]
         if self.task not in self.envs:
             self.envs[self.task] = self.tasks.factories[self.task]()

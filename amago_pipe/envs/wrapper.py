@@ -15,7 +15,7 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 from amago_pipe.actions import ActionCodec
 from amago_pipe.envs.factory import check_observation_space
-from amago_pipe.envs.tasks import TASK_INFO, TaskSet
+from amago_pipe.envs.tasks import TASK_INFO, TaskSet, TaskSetEnv
 from amago_pipe.errors import ConfigError, DataError
 from amago_pipe.spec import DataSpec, flatten_obs, from_spaces
 
@@ -109,6 +109,24 @@ class BatchedEnv:
     def held_out(self) -> frozenset[str]:
         """Names of the held-out tasks among the slots' tasks (evaluation)."""
         return frozenset() if self.tasks is None else self.tasks.held_out
+
+    def slot_env(self, i: int) -> gym.Env:  # type: ignore[type-arg]
+        """The unwrapped gymnasium env that slot `i` runs now (a task set's current task): for players that read
+        the env's state, such as `babyai-bot`. Sync mode only (async envs live in other processes)."""
+        vec = self.vector_env.unwrapped
+        if not isinstance(vec, SyncVectorEnv):
+            raise ConfigError(
+                f"{self.where}: this policy reads the env's state, which only mode: sync keeps in this process; "
+                f"set {self.where}.mode: sync",
+                path=f"{self.where}.mode",
+            )
+        env = vec.envs[i].unwrapped
+        return env.current.unwrapped if isinstance(env, TaskSetEnv) else env
+
+    @property
+    def awaiting_reset(self) -> np.ndarray:
+        """(N,) True where the last step ended an episode: the next step resets that env and ignores its action."""
+        return self._pending_reset.copy()
 
     def reset(self, seed: int | None = None) -> EnvStep:
         """Reset every env; with a seed, each env gets its own stream spawned from it (`env_seeds`)."""
