@@ -205,8 +205,7 @@ class KeyDoorExplorerConfig(PolicyConfig):
     """Per-step probability of a uniformly random move (part of the sweep, not `exploration`)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.epsilon <= 1.0:
-            raise FieldError("epsilon", f"a probability must be in [0, 1], got {self.epsilon:g}")
+        _check_range(self, "epsilon", 0.0, 1.0, "a probability")
 
 
 @config
@@ -223,8 +222,7 @@ class AlchemyPlayerConfig(PolicyConfig):
     """Per-step probability of a uniformly random action instead (part of the player, not `exploration`)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.epsilon <= 1.0:
-            raise FieldError("epsilon", f"a probability must be in [0, 1], got {self.epsilon:g}")
+        _check_range(self, "epsilon", 0.0, 1.0, "a probability")
 
 
 @config
@@ -244,8 +242,7 @@ class ReachSearcherConfig(PolicyConfig):
     """Per-step probability of a uniformly random move instead (part of the player, not `exploration`)."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.epsilon <= 1.0:
-            raise FieldError("epsilon", f"a probability must be in [0, 1], got {self.epsilon:g}")
+        _check_range(self, "epsilon", 0.0, 1.0, "a probability")
         if self.window < 4:
             raise FieldError("window", f"the fit needs at least 4 points (3-D gradient + offset), got {self.window}")
 
@@ -262,8 +259,7 @@ class BabyAIBotConfig(PolicyConfig):
     """Per-step probability of a uniformly random action instead; the bot replans from where that leaves it."""
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.epsilon <= 1.0:
-            raise FieldError("epsilon", f"a probability must be in [0, 1], got {self.epsilon:g}")
+        _check_range(self, "epsilon", 0.0, 1.0, "a probability")
 
 
 @config
