@@ -32,7 +32,7 @@ def _is_wrapper_config(obj: Any) -> bool:
 
 
 WRAPPERS = WrapperRegistry("wrapper")
-"""Env wrappers applied to every env an EnvConfig makes: atari, frame_stack, resize, grayscale."""
+"""Env wrappers applied to every env an EnvConfig makes: atari, frame_stack, resize, grayscale, success_on_reward."""
 
 
 @config
@@ -127,6 +127,19 @@ class GrayscaleConfig(ImageWrapperConfig):
 
 
 @config
+class SuccessOnRewardConfig(WrapperConfig):
+    """`info["success"]` at every step: True at the step that ends the episode (terminated) with a reward above
+    `threshold`, False otherwise; for envs that pay only on success and report no flag (MiniGrid, BabyAI), so that
+    reports carry a success rate. Observations and rewards are unchanged."""
+
+    impl: ClassVar[str] = "amago_pipe.envs.transforms:SuccessOnReward"
+    type: str = "success_on_reward"
+    """Registered name or `package.module:Class` of a plugin."""
+    threshold: float = 0.0
+    """A terminating step's reward must exceed this to count as a success."""
+
+
+@config
 class PluginWrapperConfig(WrapperConfig):
     """A wrapper of your own: `type: package.module:Name`, called as `Name(env, **kwargs)` (a gymnasium Wrapper class
     or a function returning the wrapped env)."""
@@ -144,6 +157,7 @@ for _name, _cls in (
     ("frame_stack", "FrameStackConfig"),
     ("resize", "ResizeConfig"),
     ("grayscale", "GrayscaleConfig"),
+    ("success_on_reward", "SuccessOnRewardConfig"),
 ):
     WRAPPERS.register(_name, f"amago_pipe.config.transforms:{_cls}")
 

@@ -1,5 +1,5 @@
-"""The env wrappers of `env.wrappers` (frame_stack, resize, grayscale, plugins; atari in `transforms_atari`) and
-`apply_wrappers`, which builds them in order on one env, refusing a wrapper that does not fit the space it gets.
+"""The env wrappers of `env.wrappers` (frame_stack, resize, grayscale, success_on_reward, plugins; atari in
+`transforms_atari`) and `apply_wrappers`, which builds them in order on one env, refusing a wrapper that does not fit the space it gets.
 
 Images are channel-last, `(H, W)` or `(H, W, C)`, as gymnasium's and MiniGrid's pixel observations (the CNN
 encoder reads that layout); dtypes are kept (uint8 stays uint8). gymnasium + numpy only, no torch.
@@ -19,6 +19,7 @@ from amago_pipe.config.transforms import (
     ImageWrapperConfig,
     PluginWrapperConfig,
     ResizeConfig,
+    SuccessOnRewardConfig,
     WrapperConfig,
 )
 from amago_pipe.envs.plugins import call_for_env
@@ -255,6 +256,20 @@ class Grayscale(KeyedObservation):
         h, w, c = x.shape
         gray = x.reshape(h, w, c // 3, 3).astype(np.float32) @ LUMA  # (H, W, k)
         return _cast(gray, self._dtype)
+
+
+class SuccessOnReward(gym.Wrapper):  # type: ignore[type-arg]
+    """The `success_on_reward` wrapper: `info["success"]` at every step, True where a reward above the threshold
+    ends the episode (the last step's value is the episode's, truncated episodes included)."""
+
+    def __init__(self, env: gym.Env, cfg: SuccessOnRewardConfig, *, where: str):  # type: ignore[type-arg]
+        super().__init__(env)
+        self.threshold = cfg.threshold
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        success = bool(terminated) and float(reward) > self.threshold
+        return obs, reward, terminated, truncated, {**info, "success": success}
 
 
 def _brief(space: gym.Space[Any]) -> str:

@@ -61,3 +61,13 @@ def test_the_bot_refuses_what_it_cannot_play() -> None:
             rollout(env, make_policy(BabyAIBotConfig(), ctx), 2, seed=0)
         with pytest.raises(ConfigError, match="can only collect"):
             make_policy(BabyAIBotConfig(), PolicyContext(spec=env.spec, n_envs=2))
+
+
+def test_success_on_reward_gives_babyai_episodes_a_success_flag() -> None:
+    wrappers = [{"type": "success_on_reward"}]
+    with make_batched_env(_env(wrappers=wrappers, max_episode_steps=12)) as env:  # short: many runs time out
+        ctx = PolicyContext(spec=env.spec, n_envs=env.n_envs, seed=0, env=env)
+        result = rollout(env, make_policy(BabyAIBotConfig(epsilon=0.5), ctx), 24, seed=0)
+    assert [s.success for s in result.stats] == [s.episode_return > 0 for s in result.stats]
+    assert 0 < result.summary()["success_rate"] < 1
+    assert any(s.truncated and s.success is False for s in result.stats)
