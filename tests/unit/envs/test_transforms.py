@@ -154,7 +154,7 @@ def test_a_wrapper_that_does_not_fit_is_refused_naming_its_key(
 
 def test_config_errors_name_the_key() -> None:
     with pytest.raises(ConfigError, match=r"wrappers\.1\.type: unknown wrapper 'grayscal' \(known: atari, frame_stack, "
-                       r"grayscale, resize\); did you mean 'grayscale'\?"):  # fmt: skip
+                       r"grayscale, resize, success_on_reward\); did you mean 'grayscale'\?"):  # fmt: skip
         env_config([{"type": "frame_stack"}, {"type": "grayscal"}])
     with pytest.raises(ConfigError, match=r"wrappers\.0\.size: must be two positive sizes"):
         env_config([{"type": "resize", "size": [0, 84]}])
