@@ -53,7 +53,8 @@ class LoggingConfig:
 
 @config
 class ValidateConfig:
-    """Rollouts of the current policy during training; the best mean return is kept as the `best` checkpoint."""
+    """Rollouts of the current policy during training; the best validation (by `rank_by`) is kept as the `best`
+    checkpoint."""
 
     env: EnvConfig
     """The environment to validate in."""
@@ -67,6 +68,10 @@ class ValidateConfig:
     """Stop training early once this many validations in a row have not beaten the best one (its checkpoint is
     kept as `best`; validations before online collection or the last `partition_schedule` phase starts do not
     count); null trains every epoch."""
+    rank_by: Literal["return", "success"] = "return"
+    """What `best` and `patience` rank validations by, over the training tasks (held-out tasks are reported, never
+    selected on): the mean return, or the success rate (envs that report success, e.g. Meta-World, or MiniGrid
+    with `wrappers: [{type: success_on_reward}]`) where a shaped return does not track success."""
 
     def __post_init__(self) -> None:
         at_least(self, 1, "episodes", "every", "patience")

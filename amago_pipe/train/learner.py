@@ -26,7 +26,7 @@ from amago_pipe.errors import DataError
 from amago_pipe.relabel.windows import window_relabeler
 from amago_pipe.store import TrajectoryStore
 from amago_pipe.train import checkpoint as ckpt
-from amago_pipe.train.best import last_data_change, patience_spent, record_validation
+from amago_pipe.train.best import RANK_KEYS, last_data_change, patience_spent, record_validation, validation_score
 from amago_pipe.train.metrics import METRICS_FILE, MetricsLogger, MetricWindow, partition_sizes, read_metrics
 from amago_pipe.train.online import OnlineCollector, check_online_data, copy_parts, staleness, wait_for_actors
 from amago_pipe.train.optim import lr_at, make_optimizer, set_lr
@@ -338,8 +338,9 @@ class Learner:
             with torch.random.fork_rng(devices=[]), self.agent.acting_weights():
                 summary = self.hooks.validate(self.agent, epoch)
             row.update({f"val/{k}": v for k, v in flat_metrics(summary).items()})
-            score = float(summary.get("return_mean", float("-inf")))
-            if record_validation(st.best, epoch, score, counts=epoch > last_data_change(cfg)):
+            score = validation_score(summary, val.rank_by, where=f"{self.where}.validate")
+            counts = epoch > last_data_change(cfg)
+            if record_validation(st.best, epoch, score, counts=counts, key=RANK_KEYS[val.rank_by]):
                 self._save_policy(self.policy_dir / "best.safetensors", epoch)
         self._stop = self._out_of_patience(epoch)
         st.elapsed = time.perf_counter() - self._clock
@@ -358,10 +359,10 @@ class Learner:
         if not from_main(float(spent), self.rt.device):  # only rank 0 validates and keeps `best`
             return False
         if self.rt.is_main and epoch < self.cfg.epochs:
-            best = self.state.best
+            best, key = self.state.best, RANK_KEYS[val.rank_by]
             log.info(
-                "stopping early after epoch %d: %d validations in a row have not beaten epoch %d's return %.4g",
-                *(epoch, best["since"], best["epoch"], best["return_mean"]),
+                "stopping early after epoch %d: %d validations in a row have not beaten epoch %d's %s %.4g",
+                *(epoch, best["since"], best["epoch"], key, best[key]),
             )
         return True
 
@@ -395,9 +396,10 @@ class Learner:
             plot_learning_curves(rows, self.out_dir / "plots")
         autos = auto.resolved(self.cfg, reward_multiplier=float(self.agent.reward_multiplier))
         log.info("auto settings resolved: %s", auto.describe(self.cfg, autos))
-        out: dict[str, Any] = (
-            {"best_val_return": st.best["return_mean"], "best_epoch": st.best["epoch"]} if st.best else {}
-        )
+        out: dict[str, Any] = {}
+        if st.best:
+            rank_by = self.cfg.validate.rank_by if self.cfg.validate else "return"
+            out = {f"best_val_{rank_by}": st.best[RANK_KEYS[rank_by]], "best_epoch": st.best["epoch"]}
         if st.epoch < self.cfg.epochs:
             out["stopped_early"] = st.epoch
         out.update(

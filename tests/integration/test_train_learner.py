@@ -147,6 +147,21 @@ def test_patience_stops_after_validations_without_a_new_best_and_a_resume_keeps_
     assert "stopped_early" not in summary and summary["epochs"] == 7 and summary["best_epoch"] == 5
 
 
+def test_rank_by_success_keeps_the_most_successful_training_validation(store, tmp_path: Path) -> None:
+    def summary(ret: float, success: float, held_out_success: float) -> dict:
+        training = {"return_mean": ret, "success_rate": success}
+        return {"return_mean": ret, "success_rate": (success + held_out_success) / 2, "training": training}
+
+    runs = {1: summary(9.0, 0.1, 0.1), 2: summary(1.0, 0.6, 0.0), 3: summary(1.0, 0.2, 1.0)}
+    validate = ValidateConfig(env=EnvConfig(id="CartPole-v1"), every=1, rank_by="success")
+    hooks = LearnerHooks(validate=lambda agent, epoch: runs[epoch])
+    result = Learner(_cfg(epochs=3, validate=validate), store, tmp_path / "s", seed=0, hooks=hooks).run()
+    assert result["best_epoch"] == 2 and result["best_val_success"] == 0.6  # not 1's return, not 3's held-out tasks
+    no_flag = LearnerHooks(validate=lambda agent, epoch: {"return_mean": 1.0})
+    with pytest.raises(DataError, match=r"validate\.rank_by: success, but the validation env reports no success"):
+        Learner(_cfg(epochs=1, validate=validate), store, tmp_path / "n", seed=0, hooks=no_flag).run()
+
+
 def test_patience_counts_only_after_the_last_change_of_training_data(store, tmp_path: Path) -> None:
     returns = {1: 1.0, 2: 0.0, 3: 0.0, 4: 0.0, 5: 0.0, 6: 0.0, 7: 0.0}
     assert _patience_run(store, tmp_path / "plain", returns, patience=1)["stopped_early"] == 2
