@@ -22,12 +22,12 @@ def validation_score(summary: dict[str, Any], rank_by: str, *, where: str) -> fl
     them (a held-out task is reported, never selected on); DataError when the env reports no success to rank by."""
     key = RANK_KEYS[rank_by]
     summary = summary.get("training", summary)
-    if key not in summary:
+    if key not in summary and rank_by == "success":
         raise DataError(
             f"{where}.rank_by: success, but the validation env reports no success flag (`success` or `is_success` "
             "in its info); add `wrappers: [{type: success_on_reward}]` if it pays only on success, or rank_by: return"
         )
-    return float(summary[key])
+    return float(summary.get(key, -math.inf))
 
 
 def last_data_change(cfg: TrainStageConfig) -> int:

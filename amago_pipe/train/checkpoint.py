@@ -49,7 +49,7 @@ class TrainingState:
     """Seconds spent training, summed over runs (resumes included)."""
     sampler: dict[str, Any] = field(default_factory=dict)
     best: dict[str, Any] = field(default_factory=dict)
-    """Best validation so far: {"epoch": .., "return_mean": ..}."""
+    """Best validation so far: {"epoch": .., "return_mean" or "success_rate": .., "since": ..} (`train.best`)."""
     elapsed: float = 0.0
     """Seconds of the whole loop (collection, updates, validation, checkpoints), summed over runs."""
     online: dict[str, Any] = field(default_factory=dict)
