@@ -2,7 +2,8 @@
 
 The bot (`minigrid.utils.baby_ai_bot.BabyAIBot`) reads the level's grid, the agent's position and the parsed
 instruction from the env object itself, so this player needs the env (`PolicyContext.env`, mode: sync) and makes
-one bot per episode in each slot. With `epsilon`, a random action replaces the bot's now and then and the bot
+one bot per episode in each slot; every slot's task is checked when the policy is built, before anything is
+collected (a task drawn at a later reset, when it starts). With `epsilon`, a random action replaces the bot's now and then and the bot
 replans from where it lands (it is told the action taken), so the data show recoveries as well as straight runs.
 A random action that opens a box can leave the bot lost (it raises): that slot then acts at random until its
 episode ends.
@@ -17,7 +18,9 @@ import numpy as np
 from amago_pipe.actions import ActionCodec
 from amago_pipe.config.policies import BabyAIBotConfig
 from amago_pipe.envs.policies import PolicyContext
-from amago_pipe.errors import ConfigError, DataError
+from amago_pipe.errors import ConfigError, DataError, import_optional
+
+INSTALL_HINT = "pip install -e '.[envs]'"
 
 
 class BabyAIBotPlayer:
@@ -26,14 +29,22 @@ class BabyAIBotPlayer:
     def __init__(self, ctx: PolicyContext, *, epsilon: float):
         if ctx.env is None:
             raise ConfigError(f"{ctx.where}: 'babyai-bot' reads the env's state; it can only collect (a collect stage)")
-        from minigrid.utils.baby_ai_bot import BabyAIBot, DisappearedBoxError  # minigrid: the `envs` extra
+        bot = import_optional(
+            "minigrid.utils.baby_ai_bot",
+            needs=f"{ctx.where}: 'babyai-bot' needs",
+            package="minigrid",
+            install=INSTALL_HINT,
+        )
+        from minigrid.envs.babyai.core.roomgrid_level import RoomGridLevel
 
-        self.bot_class, self.lost_error = BabyAIBot, DisappearedBoxError
+        self.bot_class, self.lost_error, self.level_class = bot.BabyAIBot, bot.DisappearedBoxError, RoomGridLevel
         self.env, self.where = ctx.env, ctx.where
         self.codec = ActionCodec(ctx.spec.action)
         self.rng = np.random.default_rng(ctx.seed)
         self.epsilon = epsilon
         self.n_actions = ctx.spec.action.n
+        for i in range(ctx.n_envs):
+            self._level(i)
         self.reset(ctx.n_envs)
 
     def reset(self, n_envs: int) -> None:
@@ -71,13 +82,17 @@ class BabyAIBotPlayer:
             return 0
 
     def _bot(self, i: int) -> Any:
+        return self.bot_class(self._level(i))
+
+    def _level(self, i: int) -> Any:
+        """The BabyAI level slot `i` runs now; DataError naming the slot and its task when it is another env."""
         env = self.env.slot_env(i)
-        if not hasattr(env, "instrs"):
+        if not isinstance(env, self.level_class):
             raise DataError(
-                f"{self.where}: 'babyai-bot' plays BabyAI levels (an env with an instruction, `instrs`); slot {i} "
-                f"runs {type(env).__name__} ({self.env.task_name(i)}): use another policy for it"
+                f"{self.where}: 'babyai-bot' plays BabyAI levels; slot {i} runs {type(env).__name__} "
+                f"({self.env.task_name(i)}): use another policy for it"
             )
-        return self.bot_class(env)
+        return env
 
 
 def babyai_bot_policy(config: BabyAIBotConfig, ctx: PolicyContext) -> BabyAIBotPlayer:

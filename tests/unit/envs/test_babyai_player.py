@@ -53,12 +53,12 @@ def test_the_bot_solves_each_level_and_recovers_from_random_actions() -> None:
 def test_the_bot_refuses_what_it_cannot_play() -> None:
     with make_batched_env(_env(tasks=[{"id": "minigrid:MiniGrid-Empty-5x5-v0", "name": "empty"}])) as env:
         ctx = PolicyContext(spec=env.spec, n_envs=env.n_envs, env=env, where="collect.policies.0.policy")
-        with pytest.raises(DataError, match=r"plays BabyAI levels .* slot 0 runs .*\(empty\)"):
-            rollout(env, make_policy(BabyAIBotConfig(), ctx), 4, seed=0)
+        with pytest.raises(DataError, match=r"plays BabyAI levels; slot 0 runs EmptyEnv \(empty\)"):
+            make_policy(BabyAIBotConfig(), ctx)  # refused before anything is collected
     with make_batched_env(_env(mode="async", n_envs=2)) as env:
         ctx = PolicyContext(spec=env.spec, n_envs=env.n_envs, env=env, where="collect.policies.0.policy")
         with pytest.raises(ConfigError, match="only mode: sync"):
-            rollout(env, make_policy(BabyAIBotConfig(), ctx), 2, seed=0)
+            make_policy(BabyAIBotConfig(), ctx)
         with pytest.raises(ConfigError, match="can only collect"):
             make_policy(BabyAIBotConfig(), PolicyContext(spec=env.spec, n_envs=2))
 
